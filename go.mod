@@ -1,0 +1,3 @@
+module github.com/peregrinephp/peregrine
+
+go 1.26.8
