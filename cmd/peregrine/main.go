@@ -1,0 +1,207 @@
+// Command peregrine is the Peregrine PHP application server. This file only parses the command
+// line, sets up logging and signals, and hands over to internal/daemon (serve) or to the admin
+// client (workers, reset).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/peregrinephp/peregrine/internal/config"
+	"github.com/peregrinephp/peregrine/internal/daemon"
+)
+
+const usage = `Peregrine, the PHP application server.
+
+Usage:
+  peregrine serve [WORKER.php] [-c FILE] [--address HOST:PORT] [--workers N]
+  peregrine config check [-c FILE]
+  peregrine version
+  peregrine workers [-c FILE] [--json]
+  peregrine reset [-c FILE] [--json]
+
+Run "peregrine serve worker.php" to serve a worker script with the defaults, or write a
+peregrine.yaml (docs/config.md) and run "peregrine serve".
+`
+
+// errUsage marks errors whose message is enough; the exit code is 1 like any other error.
+var errUsage = errors.New("usage")
+
+func main() {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	if err != nil {
+		if !errors.Is(err, errUsage) {
+			fmt.Fprintln(os.Stderr, "peregrine:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errUsage
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "config":
+		if len(args) < 2 || args[1] != "check" {
+			return fmt.Errorf("unknown config command; want: peregrine config check [-c FILE]")
+		}
+		return configCheck(args[2:], stdout)
+	case "version", "--version", "-v":
+		return version(stdout)
+	case "workers":
+		return workers(args[1:], stdout)
+	case "reset":
+		return reset(args[1:], stdout)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// parseInterleaved parses flags that may stand before or after positional arguments.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+func serve(args []string, stderr io.Writer) error {
+	fs := newFlagSet("serve")
+	file := fs.String("c", "", "config file")
+	address := fs.String("address", "", "listen address, host:port")
+	count := fs.String("workers", "", "number of workers")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return fmt.Errorf("serve: %w; usage: peregrine serve [WORKER.php] [-c FILE] [--address HOST:PORT] [--workers N]", err)
+	}
+	if len(pos) > 1 {
+		return fmt.Errorf("serve: one worker script at most, got %q", pos)
+	}
+	var cfg config.Config
+	switch {
+	case *file != "":
+		if cfg, err = config.Load(*file); err != nil {
+			return err
+		}
+	case len(pos) == 0:
+		if _, statErr := os.Stat("peregrine.yaml"); statErr != nil {
+			return errors.New("nothing to serve: no worker script given and no ./peregrine.yaml found.\n" +
+				"Start it either way:\n  peregrine serve worker.php          (built-in defaults)\n" +
+				"  peregrine serve -c peregrine.yaml   (or a peregrine.yaml in this directory; see docs/config.md)")
+		}
+		if cfg, err = config.Load("peregrine.yaml"); err != nil {
+			return err
+		}
+	default:
+		cfg = config.Default()
+	}
+	if len(pos) == 1 {
+		cfg.Workers.Command = []string{"php", pos[0]}
+	}
+	if *address != "" {
+		cfg.HTTP.Address = *address
+	}
+	if *count != "" {
+		n, err := strconv.Atoi(*count)
+		if err != nil || n < 0 {
+			return fmt.Errorf("--workers: want a whole number of workers, got %q", *count)
+		}
+		cfg.Workers.Count = n
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	logger := newLogger(cfg.Log, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	return daemon.Run(ctx, cfg, daemon.Options{Logger: logger, Banner: stderr, Reset: hup})
+}
+
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level)) // validated by config
+	opts := &slog.HandlerOptions{Level: level}
+	format := strings.ToLower(c.Format)
+	if format == "auto" || format == "" {
+		format = "json"
+		if f, ok := w.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				format = "text"
+			}
+		}
+	}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+func loadForCommand(name string, args []string) (config.Config, *flag.FlagSet, error) {
+	fs := newFlagSet(name)
+	file := fs.String("c", "peregrine.yaml", "config file")
+	fs.Bool("json", false, "print JSON")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return config.Config{}, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(pos) > 0 {
+		return config.Config{}, nil, fmt.Errorf("%s: unexpected argument %q", name, pos[0])
+	}
+	cfg, err := config.Load(*file)
+	return cfg, fs, err
+}
+
+func configCheck(args []string, stdout io.Writer) error {
+	cfg, _, err := loadForCommand("config check", args)
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	_, err = stdout.Write(cfg.EffectiveYAML())
+	return err
+}
+
+func version(stdout io.Writer) error {
+	php := "not found (install it with: apt-get install php8.2-cli php8.2-opcache)"
+	if out, err := exec.Command("php", "-r", "echo PHP_VERSION;").Output(); err == nil {
+		php = string(out)
+	}
+	_, err := fmt.Fprintf(stdout, "peregrine %s\ngo %s\nphp %s\n", daemon.Version, strings.TrimPrefix(runtime.Version(), "go"), php)
+	return err
+}

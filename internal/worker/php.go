@@ -1,0 +1,41 @@
+package worker
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+)
+
+var phpBinary = regexp.MustCompile(`^php(-cli)?[0-9.]*$`)
+
+// IsPHP reports whether program looks like a PHP CLI binary (php, php8.2, /usr/bin/php-cli), the
+// only kind of command that php_ini settings can be passed to.
+func IsPHP(program string) bool {
+	return phpBinary.MatchString(filepath.Base(program))
+}
+
+// PHPArgv returns argv with phpArgs (PHP's "-d", "name=value" options) inserted after the
+// program when it runs PHP. Other commands are returned unchanged: they cannot take them.
+func PHPArgv(argv []string, phpArgs []string) []string {
+	if len(argv) == 0 || !IsPHP(argv[0]) {
+		return argv
+	}
+	out := make([]string, 0, len(argv)+len(phpArgs))
+	out = append(out, argv[0])
+	out = append(out, phpArgs...)
+	return append(out, argv[1:]...)
+}
+
+// LookPath finds the worker's program and, when it is missing, says what was looked for and
+// how to get PHP.
+func LookPath(program string) (string, error) {
+	path, err := exec.LookPath(program)
+	if err == nil {
+		return path, nil
+	}
+	if IsPHP(program) {
+		return "", fmt.Errorf("PHP not found: looked for %q in PATH (%w); install PHP 8.2 CLI with: apt-get install php8.2-cli php8.2-opcache", program, err)
+	}
+	return "", fmt.Errorf("worker command not found: looked for %q (%w); check workers.command", program, err)
+}

@@ -1,0 +1,320 @@
+// Package worker owns one PHP worker process: starting it with its protocol pipes, waiting for it
+// to boot, running batches of requests on it, reading its STDOUT and STDERR into the log, and
+// stopping or killing it. It does not queue, retry or restart anything: the pool decides that.
+//
+// A worker moves through these states; only the pool drives the transitions:
+//
+//	Start ──> booting ──READY──> ready <──> (Exec) ──> ready
+//	             │                 │  │
+//	             │ exit            │  └── Stop: STOP frame, wait stop_timeout, then SIGKILL
+//	             v                 v
+//	          BootError         exited (crash, kill, exec timeout, protocol error)
+package worker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/peregrinephp/peregrine/internal/protocol"
+)
+
+// Options describe how to start a worker process.
+type Options struct {
+	// Argv is the full command, program first, with PHP's -d options already in place.
+	Argv []string
+	// Dir is the working directory; empty means the server's.
+	Dir string
+	// Env is the complete environment of the process.
+	Env []string
+	// BootTimeout bounds how long the process may take to send READY.
+	BootTimeout time.Duration
+	// MaxFrame bounds the payload of a frame read from the worker.
+	MaxFrame uint32
+	// Logger receives the worker's output and events; every record carries the pid.
+	Logger *slog.Logger
+}
+
+// Errors returned by Exec and Start. They wrap more detail; test them with errors.Is.
+var (
+	ErrExecTimeout = errors.New("worker: request exceeded exec_timeout")
+	ErrExited      = errors.New("worker: process exited")
+	ErrProtocol    = errors.New("worker: protocol violation")
+	ErrBoot        = errors.New("worker: failed to boot")
+)
+
+// Worker is one running PHP process.
+type Worker struct {
+	pid     int
+	cmd     *exec.Cmd
+	toPHP   *os.File // fd 3 in the worker
+	fromPHP *os.File // fd 4 in the worker
+	in      *bufio.Reader
+	out     []byte // reused write buffer for batches
+	nextID  uint32
+	opts    Options
+	log     *slog.Logger
+	started time.Time
+
+	exited  chan struct{} // closed once the process has been reaped
+	exitErr error         // set before exited is closed
+	outputs sync.WaitGroup
+
+	phpVersion string // from READY
+
+	tailMu sync.Mutex
+	tail   []string // last lines of output, for crash reports
+}
+
+const tailLines = 10
+
+// Start starts the process and waits until it sends READY, ctx is cancelled or BootTimeout
+// passes. On failure the process is killed and reaped, and the error wraps ErrBoot with PHP's
+// own last output lines.
+func Start(ctx context.Context, opts Options) (*Worker, error) {
+	if len(opts.Argv) == 0 {
+		return nil, fmt.Errorf("%w: empty command", ErrBoot)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxFrame == 0 {
+		opts.MaxFrame = 1 << 30
+	}
+	reqR, reqW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("%w: request pipe: %w", ErrBoot, err)
+	}
+	respR, respW, err := os.Pipe()
+	if err != nil {
+		closeAll(reqR, reqW)
+		return nil, fmt.Errorf("%w: response pipe: %w", ErrBoot, err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		closeAll(reqR, reqW, respR, respW)
+		return nil, fmt.Errorf("%w: output pipe: %w", ErrBoot, err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(reqR, reqW, respR, respW, outR, outW)
+		return nil, fmt.Errorf("%w: output pipe: %w", ErrBoot, err)
+	}
+	cmd := exec.Command(opts.Argv[0], opts.Argv[1:]...)
+	cmd.Dir = opts.Dir
+	cmd.Env = opts.Env
+	cmd.Stdout = outW
+	cmd.Stderr = errW
+	cmd.ExtraFiles = []*os.File{reqR, respW} // fds 3 and 4
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:   true,            // a terminal's Ctrl-C reaches the server only; it stops workers itself
+		Pdeathsig: syscall.SIGKILL, // the workers never outlive a server that was killed
+	}
+	startErr := cmd.Start()
+	closeAll(reqR, respW, outW, errW) // the child's ends
+	if startErr != nil {
+		closeAll(reqW, respR, outR, errR)
+		return nil, fmt.Errorf("%w: %s: %w", ErrBoot, opts.Argv[0], startErr)
+	}
+	w := &Worker{
+		pid:     cmd.Process.Pid,
+		cmd:     cmd,
+		toPHP:   reqW,
+		fromPHP: respR,
+		in:      bufio.NewReaderSize(respR, 64<<10),
+		opts:    opts,
+		log:     opts.Logger.With("pid", cmd.Process.Pid),
+		started: time.Now(),
+		exited:  make(chan struct{}),
+	}
+	w.outputs.Add(2)
+	go w.copyOutput(outR, "stdout", slog.LevelInfo)
+	go w.copyOutput(errR, "stderr", slog.LevelWarn)
+	go func() {
+		err := cmd.Wait()
+		w.outputs.Wait() // so that crash reports include the last lines
+		w.exitErr = err
+		close(w.exited)
+	}()
+	if err := w.awaitReady(ctx); err != nil {
+		w.Kill()
+		<-w.exited
+		return nil, fmt.Errorf("%w: %w%s", ErrBoot, err, w.describeExit())
+	}
+	return w, nil
+}
+
+func (w *Worker) awaitReady(ctx context.Context) error {
+	deadline := time.Now().Add(w.opts.BootTimeout)
+	if w.opts.BootTimeout <= 0 {
+		deadline = time.Time{}
+	}
+	if err := w.fromPHP.SetReadDeadline(deadline); err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = w.fromPHP.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	h, payload, err := protocol.ReadFrame(w.in, w.opts.MaxFrame)
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("no READY within %s (boot_timeout); does the script call Peregrine\\Worker::create()->serve()?", w.opts.BootTimeout)
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		<-w.exited
+		return errors.New("the process exited before it was ready")
+	case err != nil:
+		return fmt.Errorf("reading READY: %w", err)
+	case h.Type == protocol.TypeError:
+		return fmt.Errorf("the worker reported: %s", payload)
+	case h.Type != protocol.TypeReady:
+		return fmt.Errorf("%w: got %s before READY", ErrProtocol, h.Type)
+	}
+	w.phpVersion = string(payload)
+	return w.fromPHP.SetReadDeadline(time.Time{})
+}
+
+// PID returns the process id.
+func (w *Worker) PID() int { return w.pid }
+
+// PHPVersion returns the PHP version the worker reported when it became ready.
+func (w *Worker) PHPVersion() string { return w.phpVersion }
+
+// Started returns when the process was started.
+func (w *Worker) Started() time.Time { return w.started }
+
+// Exited is closed once the process has exited and been reaped.
+func (w *Worker) Exited() <-chan struct{} { return w.exited }
+
+// copyOutput logs the worker's STDOUT or STDERR line by line. Lines longer than the buffer are
+// logged in pieces rather than held back.
+func (w *Worker) copyOutput(r *os.File, stream string, level slog.Level) {
+	defer w.outputs.Done()
+	defer r.Close()
+	br := bufio.NewReaderSize(r, 16<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			text := strings.TrimRight(string(line), "\r\n")
+			w.remember(text)
+			w.log.Log(context.Background(), level, text, "stream", stream)
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
+}
+
+func (w *Worker) remember(line string) {
+	w.tailMu.Lock()
+	if len(w.tail) == tailLines {
+		copy(w.tail, w.tail[1:])
+		w.tail = w.tail[:tailLines-1]
+	}
+	w.tail = append(w.tail, line)
+	w.tailMu.Unlock()
+}
+
+// ExitError describes how an exited process ended and what it printed last, wrapping
+// ErrExited; nil while it runs.
+func (w *Worker) ExitError() error {
+	select {
+	case <-w.exited:
+		return fmt.Errorf("%w%s", ErrExited, w.describeExit())
+	default:
+		return nil
+	}
+}
+
+// describeExit says how the process ended and what it printed last; empty while it runs.
+func (w *Worker) describeExit() string {
+	select {
+	case <-w.exited:
+	default:
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(" (")
+	b.WriteString(exitStatus(w.exitErr))
+	w.tailMu.Lock()
+	tail := strings.Join(w.tail, "\n")
+	w.tailMu.Unlock()
+	b.WriteString(")")
+	if tail != "" {
+		b.WriteString("; its last output:\n")
+		b.WriteString(tail)
+	}
+	return b.String()
+}
+
+func exitStatus(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "killed by signal " + ws.Signal().String()
+		}
+		return fmt.Sprintf("exit code %d", ee.ExitCode())
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "exit code 0"
+}
+
+// Kill sends SIGKILL to the worker's process group. It does not wait.
+func (w *Worker) Kill() {
+	_ = syscall.Kill(-w.pid, syscall.SIGKILL)
+}
+
+// Stop asks the worker to exit (STOP frame and end of file on its request pipe) and waits for
+// it until ctx is done, then kills it. It returns once the process has been reaped.
+func (w *Worker) Stop(ctx context.Context) {
+	_, _ = w.toPHP.Write(protocol.AppendFrame(nil, protocol.TypeStop, 0, nil))
+	_ = w.toPHP.Close()
+	select {
+	case <-w.exited:
+	case <-ctx.Done():
+		w.Kill()
+		<-w.exited
+	}
+	w.closeFiles()
+}
+
+func (w *Worker) closeFiles() {
+	_ = w.toPHP.Close()
+	_ = w.fromPHP.Close()
+}
+
+// RSS returns the resident set size of the process in bytes, as the OS reports it. It is safe
+// to call from any goroutine.
+func (w *Worker) RSS() (int64, error) {
+	return ReadRSS(w.pid)
+}
+
+// ReadRSS returns the resident set size of process pid in bytes, from /proc/PID/statm.
+func ReadRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
+	if err != nil {
+		return 0, fmt.Errorf("rss of pid %d: %w", pid, err)
+	}
+	var size, resident int64
+	if _, err := fmt.Sscan(string(b), &size, &resident); err != nil {
+		return 0, fmt.Errorf("rss of pid %d: parse statm %q: %w", pid, b, err)
+	}
+	return resident * int64(os.Getpagesize()), nil
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
