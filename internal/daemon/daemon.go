@@ -1,7 +1,7 @@
 // Package daemon owns the lifecycle of a running Peregrine server: it turns a Config into a
-// worker pool, the HTTP listener and the admin listener, wires them top to bottom, serves until
-// asked to stop, replaces the workers on request (SIGHUP) and drains on stop. It holds no
-// request logic of its own.
+// worker pool, the HTTP listener, the admin listener and the file watcher, wires them top to
+// bottom, serves until asked to stop, replaces the workers on request (SIGHUP, admin, watch)
+// and drains on stop. It holds no request logic of its own.
 package daemon
 
 import (
@@ -13,9 +13,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/peregrinephp/peregrine/internal/admin"
 	"github.com/peregrinephp/peregrine/internal/config"
 	"github.com/peregrinephp/peregrine/internal/httpserver"
 	"github.com/peregrinephp/peregrine/internal/pool"
+	"github.com/peregrinephp/peregrine/internal/watch"
 	"github.com/peregrinephp/peregrine/internal/worker"
 )
 
@@ -47,21 +49,26 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	if !worker.IsPHP(argv[0]) && len(cfg.Workers.PHPIni) > 1 {
 		log.Warn("workers.php_ini is ignored: workers.command does not run php directly", "command", argv[0])
 	}
+	if st, err := os.Stat(cfg.Workers.Dir); err != nil || !st.IsDir() {
+		return fmt.Errorf("workers.dir: %q is not a directory", cfg.Workers.Dir)
+	}
 
-	env := append(os.Environ(), "PEREGRINE_PROTOCOL=1")
-	if cfg.Log.Level == "debug" {
-		env = append(env, "PEREGRINE_DEBUG=1")
+	// Metrics are counted only when the admin listener can serve them.
+	var metrics *admin.Metrics
+	var poolObs pool.Observer
+	var httpObs httpserver.Observer
+	if cfg.Admin.Address != "" {
+		metrics = admin.NewMetrics()
+		poolObs, httpObs = metrics, metrics
 	}
-	for k, v := range cfg.Workers.Env {
-		env = append(env, k+"="+v)
-	}
+
 	count := cfg.Workers.ResolvedCount()
 	p := pool.New(pool.Options{
 		Size: count,
 		Worker: worker.Options{
 			Argv:        argv,
 			Dir:         cfg.Workers.Dir,
-			Env:         env,
+			Env:         workerEnv(cfg),
 			BootTimeout: time.Duration(cfg.Workers.BootTimeout),
 			Logger:      log,
 		},
@@ -72,11 +79,13 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		MaxQueue:        cfg.Workers.MaxQueue,
 		StopTimeout:     time.Duration(cfg.Workers.StopTimeout),
 		Logger:          log,
+		Observer:        poolObs,
 	})
 	handler := httpserver.NewHandler(p, httpserver.Options{
 		MaxBodySize: int64(cfg.HTTP.MaxBodySize),
 		AccessLog:   cfg.Log.Access,
 		Logger:      log,
+		Observer:    httpObs,
 	})
 	srv, err := httpserver.Listen(cfg.HTTP.Address, handler, httpserver.ServerOptions{
 		ReadHeaderTimeout: time.Duration(cfg.HTTP.ReadHeaderTimeout),
@@ -86,11 +95,46 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if err := p.Start(ctx); err != nil {
-		_ = srv.Shutdown(context.Background())
-		return fmt.Errorf("the PHP workers could not start (%s): %w", cfg.Workers.Command, err)
+	defer func() { _ = srv.Shutdown(context.Background()) }() // a no-op after the drain below
+
+	var adm *admin.Server
+	if cfg.Admin.Address != "" {
+		adm, err = admin.Listen(cfg.Admin.Address, admin.Options{Pool: p, Metrics: metrics, Logger: log})
+		if err != nil {
+			return err
+		}
+		defer func() { // last, so that /metrics and /ready answer while the server drains
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := adm.Shutdown(ctx); err != nil {
+				log.Warn("admin shutdown", "err", err)
+			}
+		}()
+		log.Info("admin listener started", "address", adm.Addr().String())
+		go func() {
+			if err := adm.Serve(); err != nil {
+				log.Error("admin listener stopped", "err", err)
+			}
+		}()
 	}
 
+	var changes <-chan watch.Change
+	if len(cfg.Workers.Watch) > 0 {
+		w, err := watch.New(cfg.Workers.Dir, cfg.Workers.Watch, watch.DefaultQuiet)
+		if err != nil {
+			return err
+		}
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch()
+		changes = w.Run(watchCtx)
+	}
+
+	if err := p.Start(ctx); err != nil {
+		return fmt.Errorf("the PHP workers could not start (%s): %w", cfg.Workers.Command, err)
+	}
+	if adm != nil {
+		adm.SetStarted()
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve() }()
 	if opts.Banner != nil {
@@ -98,13 +142,13 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 			Version, srv.Addr(), count, p.PHPVersion())
 	}
 
-	resets := make(chan struct{}, 1)
+	resets := make(chan string, 1)
 	resetDone := make(chan struct{})
-	go func() { // one reset at a time; signals that arrive meanwhile fold into the next one
+	go func() { // requests that arrive during a reset fold into one more reset after it
 		defer close(resetDone)
-		for range resets {
+		for why := range resets {
 			start := time.Now()
-			log.Info("replacing all workers")
+			log.Info("replacing all workers", "cause", why)
 			if err := p.Reset(ctx); err != nil {
 				log.Error("reset incomplete", "err", err)
 				continue
@@ -112,6 +156,12 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 			log.Info("all workers replaced", "duration", time.Since(start).Round(time.Millisecond).String())
 		}
 	}()
+	requestReset := func(why string) {
+		select {
+		case resets <- why:
+		default:
+		}
+	}
 
 	var serveErr error
 loop:
@@ -120,15 +170,18 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-opts.Reset:
-			select {
-			case resets <- struct{}{}:
-			default:
-			}
+			requestReset("SIGHUP")
+		case c := <-changes:
+			log.Info("watched file changed", "file", c.Path, "events", c.Count)
+			requestReset("file change: " + c.Path)
 		case serveErr = <-served:
 			break loop
 		}
 	}
 	close(resets)
+	if adm != nil {
+		adm.SetDraining()
+	}
 
 	log.Info("stopping: draining in-flight requests", "stop_timeout", time.Duration(cfg.Workers.StopTimeout).String())
 	drainCtx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Workers.StopTimeout))
@@ -140,4 +193,17 @@ loop:
 	p.Stop()
 	log.Info("stopped")
 	return serveErr
+}
+
+// workerEnv is the environment every worker starts with: the server's own, the protocol marker,
+// and workers.env on top.
+func workerEnv(cfg config.Config) []string {
+	env := append(os.Environ(), "PEREGRINE_PROTOCOL=1")
+	if cfg.Log.Level == "debug" {
+		env = append(env, "PEREGRINE_DEBUG=1")
+	}
+	for k, v := range cfg.Workers.Env {
+		env = append(env, k+"="+v)
+	}
+	return env
 }

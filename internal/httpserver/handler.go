@@ -86,9 +86,9 @@ func (h *Handler) putBuf(b *[]byte) {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rw := &countingWriter{ResponseWriter: w}
-	pid := h.serve(rw, r)
+	pid, bytesIn := h.serve(rw, r)
 	if h.opts.Observer != nil {
-		h.opts.Observer.Request(r.Method, rw.status, time.Since(start), max(r.ContentLength, 0), rw.bytes)
+		h.opts.Observer.Request(r.Method, rw.status, time.Since(start), bytesIn, rw.bytes)
 	}
 	if h.opts.AccessLog {
 		h.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
@@ -98,11 +98,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// serve handles one request and returns the pid of the worker that ran it, if any.
-func (h *Handler) serve(w *countingWriter, r *http.Request) int {
+// serve handles one request and returns the pid of the worker that ran it, if any, and the
+// size of the request body it read.
+func (h *Handler) serve(w *countingWriter, r *http.Request) (pid int, bytesIn int64) {
 	if h.opts.MaxBodySize > 0 && r.ContentLength > h.opts.MaxBodySize {
 		httpError(w, http.StatusRequestEntityTooLarge, "request body larger than http.max_body_size")
-		return 0
+		return 0, bytesIn
 	}
 	req := protocol.Request{Method: r.Method, Protocol: r.Proto, Scheme: "http"}
 	if r.TLS != nil {
@@ -136,18 +137,20 @@ func (h *Handler) serve(w *countingWriter, r *http.Request) int {
 		defer u.cleanup()
 		if err != nil {
 			httpError(w, status, err.Error())
-			return 0
+			return 0, bytesIn
 		}
 		uploads = u
+		bytesIn = u.size
 		req.Form, req.Files = u.form, u.files
 	} else if r.ContentLength != 0 {
 		b, status, err := readBody(r, h.opts.MaxBodySize, (*buf)[:0])
 		if err != nil {
 			httpError(w, status, err.Error())
-			return 0
+			return 0, bytesIn
 		}
 		body = b
 		*buf = b[:0]
+		bytesIn = int64(len(b))
 	}
 	req.Body = body
 	req.Headers = make([]protocol.Field, 0, 16)
@@ -169,20 +172,20 @@ func (h *Handler) serve(w *countingWriter, r *http.Request) int {
 	frame, err := protocol.AppendRequest((*frameBuf)[:0], 0, &req)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "request contains a NUL byte where none is allowed")
-		return 0
+		return 0, bytesIn
 	}
 	*frameBuf = frame[:0]
 
 	res := h.run.Do(r.Context(), frame)
 	if res.Err != nil {
 		h.fail(w, r, res)
-		return res.PID
+		return res.PID, bytesIn
 	}
 	resp, err := protocol.DecodeResponse(res.Payload)
 	if err != nil {
 		h.log.Error("worker sent a malformed response", "pid", res.PID, "err", err)
 		httpError(w, http.StatusBadGateway, "the PHP worker sent a malformed response")
-		return res.PID
+		return res.PID, bytesIn
 	}
 	hdr := w.Header()
 	for _, f := range resp.Headers {
@@ -196,7 +199,7 @@ func (h *Handler) serve(w *countingWriter, r *http.Request) int {
 	hdr["Content-Length"] = []string{strconv.Itoa(len(resp.Body))}
 	w.WriteHeader(resp.Status)
 	_, _ = w.Write(resp.Body)
-	return res.PID
+	return res.PID, bytesIn
 }
 
 // fail answers a request that did not get a response from PHP.

@@ -29,6 +29,7 @@ func isMultipart(contentType string) bool {
 type upload struct {
 	form  string
 	files []protocol.File
+	size  int64 // bytes of fields and files received
 }
 
 // cleanup removes the temporary files; safe on nil.
@@ -82,6 +83,7 @@ func parseMultipart(r *http.Request, limit int64, dir string) (*upload, int, err
 			if err != nil {
 				return u, bodyErrorStatus(err), fmt.Errorf("reading multipart field %q: %w", name, err)
 			}
+			u.size += int64(len(value))
 			if form.Len() > 0 {
 				form.WriteByte('&')
 			}
@@ -116,6 +118,7 @@ func parseMultipart(r *http.Request, limit int64, dir string) (*upload, int, err
 			return u, http.StatusInternalServerError, fmt.Errorf("writing upload %q: %w", fileName, closeErr)
 		}
 		u.files[len(u.files)-1].Size = n
+		u.size += n
 	}
 	u.form = form.String()
 	return u, 0, nil

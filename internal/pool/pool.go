@@ -87,6 +87,8 @@ type Pool struct {
 	stopping bool
 	slots    []*slot
 
+	resetMu sync.Mutex // one Reset at a time, whoever asks (SIGHUP, admin, watch)
+
 	wg sync.WaitGroup
 }
 
@@ -290,6 +292,8 @@ func (p *Pool) leaveIdle(s *slot) bool {
 // others serve, then the old one finishes what it has and stops. A worker whose replacement
 // fails to boot keeps serving, and the error says why. It returns when all are done.
 func (p *Pool) Reset(ctx context.Context) error {
+	p.resetMu.Lock()
+	defer p.resetMu.Unlock()
 	var errs []error
 	for _, s := range p.slots {
 		reply := make(chan error, 1)

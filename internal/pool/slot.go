@@ -256,7 +256,7 @@ func (s *slot) clearWorker() {
 	s.w = nil
 	s.mu.Lock()
 	s.cur = nil
-	s.info.State = StateStarting
+	s.info = WorkerInfo{State: StateStarting} // no pid or uptime of a process that is gone
 	s.mu.Unlock()
 }
 
