@@ -1,0 +1,192 @@
+package httpserver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/peregrinephp/peregrine/internal/pool"
+	"github.com/peregrinephp/peregrine/internal/protocol"
+	"github.com/peregrinephp/peregrine/internal/worker"
+)
+
+// runnerFunc adapts a function to Runner, to put the handler in front of chosen outcomes.
+type runnerFunc func(ctx context.Context, frame []byte) pool.Result
+
+func (f runnerFunc) Do(ctx context.Context, frame []byte) pool.Result { return f(ctx, frame) }
+
+func TestFailuresMapToStatus(t *testing.T) {
+	tests := []struct {
+		err        error
+		status     int
+		retryAfter bool
+	}{
+		{pool.ErrQueueFull, 503, true},
+		{pool.ErrAllocateTimeout, 503, true},
+		{pool.ErrStopped, 503, true},
+		{fmt.Errorf("wrapped: %w", worker.ErrExecTimeout), 504, false},
+		{fmt.Errorf("%w: exit code 3", worker.ErrExited), 502, false},
+		{fmt.Errorf("%w: garbage", worker.ErrProtocol), 502, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.err.Error(), func(t *testing.T) {
+			h := NewHandler(runnerFunc(func(context.Context, []byte) pool.Result { return pool.Result{Err: tt.err} }), Options{})
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+			if rec.Code != tt.status || (rec.Header().Get("Retry-After") != "") != tt.retryAfter {
+				t.Fatalf("status %d retry-after %q", rec.Code, rec.Header().Get("Retry-After"))
+			}
+		})
+	}
+}
+
+func TestFrameCarriesTheRequest(t *testing.T) {
+	var got *protocol.Request
+	h := NewHandler(runnerFunc(func(_ context.Context, frame []byte) pool.Result {
+		r, err := protocol.DecodeRequest(frame[protocol.HeaderSize:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = r
+		payload, _ := protocol.AppendResponse(nil, 0, &protocol.Response{Status: 201,
+			Headers: []protocol.Field{{Name: "content-length", Value: "999"}, {Name: "x-a", Value: "1"}, {Name: "X-A", Value: "2"}},
+			Body:    []byte("made")})
+		return pool.Result{Payload: payload[protocol.HeaderSize:]}
+	}), Options{MaxBodySize: 100})
+	req := httptest.NewRequest("POST", "/p/a%20th?x=1&y[]=2", strings.NewReader("hello"))
+	req.Header.Set("X-Forwarded-For", "10.0.0.1")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != 201 || rec.Body.String() != "made" || rec.Header().Get("Content-Length") != "4" ||
+		strings.Join(rec.Header().Values("X-A"), ",") != "1,2" {
+		t.Fatalf("response %d %q %v", rec.Code, rec.Body, rec.Header())
+	}
+	if got.Method != "POST" || got.Path != "/p/a%20th" || got.Query != "x=1&y[]=2" || string(got.Body) != "hello" ||
+		got.Headers[0] != (protocol.Field{Name: "host", Value: "example.com"}) {
+		t.Fatalf("request %+v", got)
+	}
+}
+
+func TestBodyLimits(t *testing.T) {
+	called := false
+	h := NewHandler(runnerFunc(func(context.Context, []byte) pool.Result {
+		called = true
+		return pool.Result{Err: pool.ErrStopped}
+	}), Options{MaxBodySize: 10})
+	tests := []struct {
+		name string
+		req  *http.Request
+	}{
+		{"declared", httptest.NewRequest("POST", "/", strings.NewReader(strings.Repeat("x", 11)))},
+		{"chunked", func() *http.Request {
+			r := httptest.NewRequest("POST", "/", strings.NewReader(strings.Repeat("x", 11)))
+			r.ContentLength = -1
+			return r
+		}()},
+	}
+	for _, tt := range tests {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, tt.req)
+		if rec.Code != http.StatusRequestEntityTooLarge || called {
+			t.Errorf("%s: status %d, runner called %v", tt.name, rec.Code, called)
+		}
+	}
+}
+
+func multipartRequest(t *testing.T, build func(*multipart.Writer)) *http.Request {
+	t.Helper()
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	build(mw)
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("POST", "/", &body)
+	r.Header.Set("Content-Type", mw.FormDataContentType())
+	return r
+}
+
+func TestParseMultipart(t *testing.T) {
+	dir := t.TempDir()
+	r := multipartRequest(t, func(mw *multipart.Writer) {
+		_ = mw.WriteField("a[b]", "x y&z")
+		_ = mw.WriteField("n", "1")
+		w, _ := mw.CreateFormFile("f", `C:\Users\me\doc.txt`)
+		_, _ = w.Write([]byte("content"))
+		_, _ = mw.CreateFormFile("empty", "")
+	})
+	u, status, err := parseMultipart(r, 0, dir)
+	if err != nil {
+		t.Fatalf("%d %v", status, err)
+	}
+	if u.form != "a[b]=x+y%26z&n=1" {
+		t.Errorf("form = %q", u.form)
+	}
+	if len(u.files) != 2 || u.files[0].Name != "doc.txt" || u.files[0].Size != 7 || u.files[1].Error != uploadNoFile || u.files[1].TempPath != "" {
+		t.Fatalf("files = %+v", u.files)
+	}
+	if b, _ := os.ReadFile(u.files[0].TempPath); string(b) != "content" {
+		t.Errorf("temp file holds %q", b)
+	}
+	u.cleanup()
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("cleanup left %d files", len(entries))
+	}
+}
+
+func TestParseMultipartRejects(t *testing.T) {
+	tests := []struct {
+		name   string
+		limit  int64
+		build  func(*multipart.Writer)
+		status int
+	}{
+		{"too many parts", 0, func(mw *multipart.Writer) {
+			for i := range maxParts + 1 {
+				_ = mw.WriteField(fmt.Sprint("f", i), "v")
+			}
+		}, http.StatusRequestEntityTooLarge},
+		{"NUL in a field name", 0, func(mw *multipart.Writer) { _ = mw.WriteField("a\x00b", "v") }, http.StatusBadRequest},
+		{"file over the body limit", 1000, func(mw *multipart.Writer) {
+			w, _ := mw.CreateFormFile("f", "big.bin")
+			_, _ = w.Write(bytes.Repeat([]byte("x"), 5000))
+		}, http.StatusRequestEntityTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			u, status, err := parseMultipart(multipartRequest(t, tt.build), tt.limit, dir)
+			u.cleanup()
+			if err == nil || status != tt.status {
+				t.Fatalf("status %d err %v", status, err)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Errorf("a rejected upload left %d temporary files", len(entries))
+			}
+		})
+	}
+}
+
+func TestEscapeFieldName(t *testing.T) {
+	tests := map[string]string{"a": "a", "a[]": "a[]", "a b[c d]": "a+b[c+d]", "x=y&z": "x%3Dy%26z"}
+	for in, want := range tests {
+		if got := escapeFieldName(in); got != want {
+			t.Errorf("escapeFieldName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestFailPropagatesCancellation(t *testing.T) {
+	h := NewHandler(runnerFunc(func(context.Context, []byte) pool.Result { return pool.Result{Err: context.Canceled} }), Options{})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if rec.Body.Len() != 0 {
+		t.Fatalf("answered a client that left: %q", rec.Body)
+	}
+}
