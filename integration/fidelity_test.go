@@ -1,11 +1,13 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha1"
 	"encoding/hex"
 	"encoding/json"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -223,4 +225,102 @@ func TestRequestFidelity(t *testing.T) {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+func TestPHPIniAndOPcache(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "workers:\n  command: php "+fixture(t, "app.php")+"\n  count: 1\n  php_ini: { memory_limit: 77M, default_socket_timeout: 17 }\n")
+	tests := map[string]string{"opcache.enable_cli": "'1'", "memory_limit": "'77M'", "default_socket_timeout": "'17'"}
+	for name, want := range tests {
+		if r := get(t, s.URL+"/ini?name="+name); string(r.Body) != want {
+			t.Errorf("%s = %s, want %s", name, r.Body, want)
+		}
+	}
+}
+
+func TestMalformedHTTPGets400(t *testing.T) {
+	t.Parallel()
+	s := startApp(t, "")
+	for _, raw := range []string{
+		"GARBAGE\r\n\r\n",
+		"GET /pid HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n",
+		"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nnot hex\r\n0\r\n\r\n",
+	} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := conn.Write([]byte(raw)); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		conn.Close()
+		if err != nil || resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%q: %v %v", raw, resp, err)
+		}
+	}
+}
+
+func TestPSR7Mode(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "workers:\n  command: php "+fixture(t, "psr.php")+"\n  count: 1\n")
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	_ = mw.WriteField("title", "psr")
+	w, _ := mw.CreateFormFile("upload", "u.txt")
+	_, _ = w.Write([]byte("file content"))
+	_ = mw.Close()
+	r := do(t, "POST", s.URL+"/psr/path?q[]=1&q[]=2", &body, "Content-Type", mw.FormDataContentType(), "Cookie", "c=3")
+	if r.Status != 201 || !reflect.DeepEqual(r.Header.Values("Set-Cookie"), []string{"x=1", "y=2"}) {
+		t.Fatalf("%d %v %s", r.Status, r.Header, r.Body)
+	}
+	var got struct {
+		Method  string         `json:"method"`
+		URI     string         `json:"uri"`
+		Query   map[string]any `json:"query"`
+		Cookies map[string]any `json:"cookies"`
+		Parsed  map[string]any `json:"parsed"`
+		Files   []struct {
+			Name    string `json:"name"`
+			Size    int    `json:"size"`
+			Content string `json:"content"`
+		} `json:"files"`
+		Protocol string `json:"protocol"`
+	}
+	if err := json.Unmarshal(r.Body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Method != "POST" || !strings.HasSuffix(got.URI, "/psr/path?q[]=1&q[]=2") && !strings.HasSuffix(got.URI, "/psr/path?q%5B%5D=1&q%5B%5D=2") ||
+		!reflect.DeepEqual(got.Query, map[string]any{"q": []any{"1", "2"}}) || got.Cookies["c"] != "3" ||
+		got.Parsed["title"] != "psr" || len(got.Files) != 1 || got.Files[0].Content != "file content" || got.Protocol != "1.1" {
+		t.Fatalf("%+v", got)
+	}
+}
+
+func TestFPMStyleGlobalsMode(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "workers:\n  command: php "+fixture(t, "globals.php")+"\n  count: 1\n")
+	r := do(t, "POST", s.URL+"/legacy.php?a=1&b[]=x", strings.NewReader("c=2&a=3"),
+		"Content-Type", "application/x-www-form-urlencoded", "Cookie", "sid=abc")
+	if r.Status != 200 || r.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("%d %v %s", r.Status, r.Header, r.Body)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(r.Body, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"get": map[string]any{"a": "1", "b": []any{"x"}}, "post": map[string]any{"c": "2", "a": "3"},
+		"cookie": map[string]any{"sid": "abc"}, "request": map[string]any{"a": "3", "b": []any{"x"}, "c": "2"},
+		"files": map[string]any{}, "method": "POST", "uri": "/legacy.php?a=1&b[]=x", "qs": "a=1&b[]=x",
+		"host": strings.TrimPrefix(s.URL, "http://"), "remote": "127.0.0.1", "protocol": "HTTP/1.1", "input": "c=2&a=3",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %v\nwant %v", got, want)
+	}
+	r = get(t, s.URL+"/legacy.php?missing=1")
+	if r.Status != 404 || r.Header.Get("X-Reason") != "not here" || string(r.Body) != "not found" {
+		t.Fatalf("%d %v %q", r.Status, r.Header, r.Body)
+	}
 }

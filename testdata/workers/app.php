@@ -76,6 +76,8 @@ Peregrine\Worker::create()->serve(function (Request $r) use (&$leak, &$served): 
         case '/big':
             $mb = (int) ($r->queryParams['mb'] ?? 10);
             return new Response(200, ['Content-Type' => 'application/octet-stream'], str_repeat("0123456789abcdef", $mb << 16));
+        case '/ini':
+            return new Response(200, [], var_export(ini_get((string) $r->queryParams['name']), true));
         case '/status':
             return new Response((int) $r->queryParams['code'], ['X-Custom' => ['one', 'two'], 'Set-Cookie' => ['a=1', 'b=2']], 'status');
         default:
