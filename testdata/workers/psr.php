@@ -11,7 +11,8 @@ use Psr\Http\Message\ResponseInterface;
 $factory = new Nyholm\Psr7\Factory\Psr17Factory();
 Peregrine\Worker::create()->servePsr(function (ServerRequestInterface $r) use ($factory): ResponseInterface {
     $files = [];
-    array_walk_recursive($r->getUploadedFiles(), function ($f) use (&$files) {
+    $uploaded = $r->getUploadedFiles();
+    array_walk_recursive($uploaded, function ($f) use (&$files) {
         $files[] = ['name' => $f->getClientFilename(), 'size' => $f->getSize(), 'content' => (string) $f->getStream()];
     });
     $body = json_encode([

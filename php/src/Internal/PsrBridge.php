@@ -1,0 +1,148 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Peregrine\Internal;
+
+use Nyholm\Psr7\Factory\Psr17Factory;
+use Nyholm\Psr7\ServerRequest as NyholmServerRequest;
+use Nyholm\Psr7\Uri as NyholmUri;
+use Peregrine\Http\Request;
+use Peregrine\Http\UploadedFile;
+use Psr\Http\Message\ResponseFactoryInterface;
+use Psr\Http\Message\ResponseInterface;
+use Psr\Http\Message\ServerRequestFactoryInterface;
+use Psr\Http\Message\ServerRequestInterface;
+use Psr\Http\Message\StreamFactoryInterface;
+use Psr\Http\Message\UploadedFileFactoryInterface;
+
+/**
+ * PsrBridge converts a Request to a PSR-7 ServerRequest made with the user's PSR-17 factory,
+ * and a PSR-7 Response back to a RESPONSE frame.
+ *
+ * With Nyholm's Psr17Factory it constructs Nyholm's ServerRequest directly: one constructor
+ * instead of a createServerRequest() followed by a clone per header (see php/README.md).
+ *
+ * @internal
+ */
+final class PsrBridge
+{
+    private const FACTORIES = [
+        ServerRequestFactoryInterface::class,
+        StreamFactoryInterface::class,
+        UploadedFileFactoryInterface::class,
+        ResponseFactoryInterface::class,
+    ];
+
+    /** Most URIs a worker sees are few and repeat; at this many cached, the cache starts over. */
+    private const URI_CACHE_SIZE = 256;
+
+    private readonly bool $nyholm;
+
+    /** @var array<string, NyholmUri> Nyholm's Uri is immutable, so requests for one URI share it. */
+    private array $uris = [];
+
+    /**
+     * @throws \InvalidArgumentException if $factory lacks one of the four PSR-17 factories
+     */
+    public function __construct(
+        private readonly object $factory,
+        private readonly ServerParams $server,
+    ) {
+        foreach (self::FACTORIES as $interface) {
+            if (!$factory instanceof $interface) {
+                throw new \InvalidArgumentException(sprintf('The factory given to servePsr() must implement %s; %s does not',
+                    $interface, $factory::class));
+            }
+        }
+        // Exactly Nyholm's class: a subclass may override what the fast path skips.
+        $this->nyholm = $factory::class === Psr17Factory::class;
+    }
+
+    public function request(Request $request): ServerRequestInterface
+    {
+        $server = $this->server->build($request, microtime(true));
+        $version = str_starts_with($request->protocol, 'HTTP/') ? substr($request->protocol, 5) : $request->protocol;
+        $uri = self::uri($request);
+        if ($this->nyholm) {
+            if (!isset($this->uris[$uri])) {
+                if (\count($this->uris) === self::URI_CACHE_SIZE) {
+                    $this->uris = [];
+                }
+                $this->uris[$uri] = new NyholmUri($uri);
+            }
+            $psr = new NyholmServerRequest($request->method, $this->uris[$uri], $request->headers,
+                $request->body === '' ? null : $request->body, $version, $server);
+        } else {
+            /** @var ServerRequestFactoryInterface&StreamFactoryInterface $factory */
+            $factory = $this->factory;
+            $psr = $factory->createServerRequest($request->method, $uri, $server)->withProtocolVersion($version);
+            foreach ($request->headers as $name => $values) {
+                $psr = $psr->withHeader($name, $values);
+            }
+            if ($request->body !== '') {
+                $psr = $psr->withBody($factory->createStream($request->body));
+            }
+        }
+        // A new request's params are already empty: skip the clones when there is nothing to set.
+        if ($request->queryParams !== []) {
+            $psr = $psr->withQueryParams($request->queryParams);
+        }
+        if ($request->cookies !== []) {
+            $psr = $psr->withCookieParams($request->cookies);
+        }
+        if ($request->parsedBody !== null) {
+            $psr = $psr->withParsedBody($request->parsedBody);
+        }
+        if ($request->files !== []) {
+            $psr = $psr->withUploadedFiles($this->uploadedFiles($request->files));
+        }
+
+        return $psr;
+    }
+
+    /**
+     * @throws \InvalidArgumentException if the response cannot be carried by the protocol
+     */
+    public function response(int $id, ResponseInterface $response): string
+    {
+        return Frame::response($id, $response->getStatusCode(), $response->getHeaders(), (string) $response->getBody());
+    }
+
+    /** scheme://host/path?query, the host taken from the Host header. */
+    private static function uri(Request $request): string
+    {
+        $host = $request->headers['host'][0] ?? '';
+        if ($host === '') {
+            $host = str_contains($request->serverAddr, ':') ? "[{$request->serverAddr}]" : $request->serverAddr;
+            $host .= ':' . $request->serverPort;
+        }
+        if (str_starts_with($request->uri, '/')) {
+            return $request->scheme . '://' . $host . $request->uri;
+        }
+        // An absolute-form target ("http://example.com/x") is a URI already; "*" has no path.
+        return str_contains($request->uri, '://') ? $request->uri : $request->scheme . '://' . $host;
+    }
+
+    /**
+     * @param array<mixed> $files
+     *
+     * @return array<mixed>
+     */
+    private function uploadedFiles(array $files): array
+    {
+        /** @var StreamFactoryInterface&UploadedFileFactoryInterface $factory */
+        $factory = $this->factory;
+        $converted = [];
+        foreach ($files as $key => $file) {
+            if (\is_array($file)) {
+                $converted[$key] = $this->uploadedFiles($file);
+            } elseif ($file instanceof UploadedFile) {
+                $stream = $file->error === UPLOAD_ERR_OK ? $factory->createStreamFromFile($file->tmpPath) : $factory->createStream('');
+                $converted[$key] = $factory->createUploadedFile($stream, $file->size, $file->error, $file->name, $file->type);
+            }
+        }
+
+        return $converted;
+    }
+}

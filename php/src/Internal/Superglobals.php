@@ -1,0 +1,242 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Peregrine\Internal;
+
+use Peregrine\Http\Request;
+use Peregrine\Http\Response;
+
+/**
+ * Superglobals runs a script written for PHP-FPM: it fills $_SERVER, $_GET, $_POST, $_COOKIE,
+ * $_FILES and $_REQUEST from the request, captures what the script echoes, takes the status from
+ * http_response_code() and the headers from Peregrine\Http\header(), then puts the superglobals
+ * back as they were.
+ *
+ * Under the CLI SAPI PHP's own header() records nothing (headers_list() stays empty), so the
+ * script's headers can only come from Peregrine\Http\header(); its status effects
+ * ("HTTP/1.1 404", "Location") do reach http_response_code() as long as nothing was written to
+ * the real STDOUT.
+ *
+ * @internal
+ */
+final class Superglobals
+{
+    // The state of the current request, read by the functions in Http/functions.php.
+    /** @var list<array{string, string, string}> lower-case name, name, value */
+    private static array $headers = [];
+    private static bool $defaultType = true;
+    private static string $input = '';
+    private static string $method = '';
+    private static string $protocol = '';
+
+    public function __construct(private readonly ServerParams $server)
+    {
+    }
+
+    /**
+     * Runs $script for $request and returns what it produced.
+     *
+     * @throws \Throwable whatever the script throws; the superglobals are restored first
+     */
+    public function run(Request $request, callable $script): Response
+    {
+        $saved = [$_SERVER, $_GET, $_POST, $_COOKIE, $_FILES, $_REQUEST];
+        self::$headers = [];
+        self::$defaultType = true;
+        self::$input = $request->body;
+        self::$method = $request->method;
+        self::$protocol = $request->protocol;
+        http_response_code(200);
+
+        $_SERVER = $this->server->build($request, microtime(true));
+        $_GET = $request->queryParams;
+        // PHP reads form bodies and uploads for POST only.
+        $post = $request->method === 'POST';
+        $_POST = $post ? ($request->parsedBody ?? []) : [];
+        $_COOKIE = $request->cookies;
+        $_FILES = $post && $request->files !== [] ? Uploads::phpFiles($request->files) : [];
+        $_REQUEST = $_POST === [] ? $_GET : array_replace_recursive($_GET, $_POST);
+
+        $body = '';
+        $level = ob_get_level();
+        // A callback rather than ob_get_clean(): output the script flushes with ob_flush() or
+        // ob_end_flush() is still captured instead of leaking to STDOUT.
+        ob_start(static function (string $chunk) use (&$body): string {
+            $body .= $chunk;
+
+            return '';
+        });
+        try {
+            $script();
+        } finally {
+            // Buffers the script left open hold part of the body: flush each into the one below.
+            while (ob_get_level() > $level && @ob_end_flush()) {
+            }
+            [$_SERVER, $_GET, $_POST, $_COOKIE, $_FILES, $_REQUEST] = $saved;
+            $recorded = self::$headers;
+            self::$headers = [];
+            self::$input = '';
+        }
+
+        $headers = [];
+        foreach ($recorded as [, $name, $value]) {
+            $headers[$name][] = $value;
+        }
+        if (self::$defaultType && !isset($headers['Content-type'])) {
+            $type = self::defaultType();
+            if ($type !== '') {
+                $headers['Content-type'] = [$type];
+            }
+        }
+        $status = http_response_code();
+
+        return new Response(\is_int($status) ? $status : 200, $headers, $body);
+    }
+
+    /** The body of the current request, for Peregrine\Http\input(). */
+    public static function input(): string
+    {
+        return self::$input;
+    }
+
+    /** PHP's header(), recording into the current response. */
+    public static function header(string $header, bool $replace, int $responseCode): void
+    {
+        $line = rtrim($header, " \t\n\r\v\f");
+        if (strpbrk($line, "\r\n") !== false) {
+            trigger_error('Header may not contain more than a single header, new line detected', E_USER_WARNING);
+
+            return;
+        }
+        if (str_contains($line, "\0")) {
+            trigger_error('Header may not contain NUL bytes', E_USER_WARNING);
+
+            return;
+        }
+        if (strncasecmp($line, 'HTTP/', 5) === 0) {
+            // "HTTP/1.1 404 Not Found": like PHP, the digits after the first space set the status,
+            // and $responseCode is ignored.
+            $space = strpos($line, ' ');
+            $code = $space === false ? 0 : (int) substr($line, $space + 1);
+            if ($code >= 100 && $code <= 999) {
+                http_response_code($code);
+            }
+
+            return;
+        }
+        $colon = strpos($line, ':');
+        if ($colon === false) {
+            // PHP would send the line as it is; no HTTP server can, so it is dropped.
+            if ($responseCode !== 0) {
+                http_response_code($responseCode);
+            }
+
+            return;
+        }
+        $name = rtrim(substr($line, 0, $colon));
+        $value = ltrim(substr($line, $colon + 1), " \t");
+        $lower = strtolower($name);
+        if ($lower === 'content-type') {
+            if ($replace) {
+                self::$defaultType = false;
+            }
+            if ($value === '') {
+                // header('Content-Type:') is how PHP code asks for no Content-Type at all.
+                self::remove($lower);
+
+                return;
+            }
+            $name = 'Content-type';
+            $value = self::withCharset($value);
+        } elseif ($lower === 'location') {
+            $status = (int) http_response_code();
+            if (($status < 300 || $status > 399) && $status !== 201) {
+                if ($responseCode !== 0) {
+                    http_response_code($responseCode);
+                } elseif (self::$protocol !== 'HTTP/1.0' && self::$method !== 'GET' && self::$method !== 'HEAD') {
+                    http_response_code(303);
+                } else {
+                    http_response_code(302);
+                }
+            }
+        } elseif ($lower === 'www-authenticate') {
+            http_response_code(401);
+        }
+        if ($responseCode !== 0) {
+            http_response_code($responseCode);
+        }
+        if ($replace) {
+            self::remove($lower);
+        }
+        self::$headers[] = [$lower, $name, $value];
+    }
+
+    /** PHP's header_remove(). */
+    public static function headerRemove(?string $name): void
+    {
+        if ($name === null) {
+            self::$headers = [];
+
+            return;
+        }
+        if (str_contains($name, ':')) {
+            trigger_error('Header to delete may not contain colon.', E_USER_WARNING);
+
+            return;
+        }
+        $lower = strtolower(trim($name));
+        if ($lower === 'content-type') {
+            self::$defaultType = false;
+        }
+        self::remove($lower);
+    }
+
+    /**
+     * PHP's headers_list().
+     *
+     * @return list<string>
+     */
+    public static function headersList(): array
+    {
+        $lines = [];
+        foreach (self::$headers as [, $name, $value]) {
+            $lines[] = "$name: $value";
+        }
+
+        return $lines;
+    }
+
+    private static function remove(string $lower): void
+    {
+        foreach (self::$headers as $i => [$name]) {
+            if ($name === $lower) {
+                unset(self::$headers[$i]);
+            }
+        }
+        self::$headers = array_values(self::$headers);
+    }
+
+    /** Appends ";charset=" default_charset to a text/ type without one, as PHP does. */
+    private static function withCharset(string $type): string
+    {
+        $charset = (string) ini_get('default_charset');
+        if ($charset === '' || !str_starts_with($type, 'text/') || str_contains($type, 'charset=')) {
+            return $type;
+        }
+
+        return $type . ';charset=' . $charset;
+    }
+
+    /** The Content-Type PHP sends when the script sets none: "text/html; charset=UTF-8". */
+    private static function defaultType(): string
+    {
+        $type = (string) ini_get('default_mimetype');
+        $charset = (string) ini_get('default_charset');
+        if ($type === '' || $charset === '' || !str_starts_with($type, 'text/')) {
+            return $type;
+        }
+
+        return $type . '; charset=' . $charset;
+    }
+}
