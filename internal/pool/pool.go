@@ -142,9 +142,14 @@ func (p *Pool) Start(ctx context.Context) error {
 		}
 		return err
 	}
+	// Every slot starts idle, so that requests arriving the moment Start returns find a worker
+	// rather than the queue.
+	p.mu.Lock()
+	p.idle = append(p.idle, p.slots...)
+	p.mu.Unlock()
 	for _, s := range p.slots {
 		p.wg.Add(1)
-		go s.run()
+		go s.run(true)
 	}
 	return nil
 }

@@ -119,26 +119,31 @@ func (s *slot) jobLimit() int {
 
 // run is the slot's goroutine: it waits for work, runs it, and replaces its worker when needed.
 // Control messages are read between batches, so a reset or stop is never starved by load.
-func (s *slot) run() {
+// idle says whether Start already put the slot on the idle list.
+func (s *slot) run(idle bool) {
 	defer s.p.wg.Done()
 	for {
-		if s.w == nil && !s.boot() {
-			return
-		}
-		select {
-		case msg := <-s.ctl:
-			if s.control(msg, nil) {
+		var batch []*job
+		if !idle {
+			if s.w == nil && !s.boot() {
 				return
 			}
-			continue
-		default:
+			select {
+			case msg := <-s.ctl:
+				if s.control(msg, nil) {
+					return
+				}
+				continue
+			default:
+			}
+			s.p.mu.Lock()
+			batch = s.p.takeLocked(s.jobLimit())
+			if batch == nil {
+				s.p.idle = append(s.p.idle, s)
+			}
+			s.p.mu.Unlock()
 		}
-		s.p.mu.Lock()
-		batch := s.p.takeLocked(s.jobLimit())
-		if batch == nil {
-			s.p.idle = append(s.p.idle, s)
-		}
-		s.p.mu.Unlock()
+		idle = false
 		if batch == nil {
 			select {
 			case batch = <-s.assign:
