@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -101,6 +102,7 @@ func serve(args []string, stderr io.Writer) error {
 	file := fs.String("c", "", "config file")
 	address := fs.String("address", "", "listen address, host:port")
 	count := fs.String("workers", "", "number of workers")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the daemon to this file (development)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return fmt.Errorf("serve: %w; usage: peregrine serve [WORKER.php] [-c FILE] [--address HOST:PORT] [--workers N]", err)
@@ -143,6 +145,17 @@ func serve(args []string, stderr io.Writer) error {
 		return err
 	}
 	logger := newLogger(cfg.Log, stderr)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	hup := make(chan os.Signal, 1)
