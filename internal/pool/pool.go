@@ -51,6 +51,12 @@ var (
 // maxBatch caps how many waiting requests one worker takes at once.
 const maxBatch = 16
 
+// batchBudget is how much work, by the recent average request time, one batch may hold.
+// Batching saves a process wake-up per request, which pays for requests of tens of
+// microseconds; slow requests gain nothing from it, and the last of a batch would wait for the
+// others while later arrivals run on workers that freed up meanwhile (a worse p99).
+const batchBudget = time.Millisecond
+
 // Job states.
 const (
 	queued int32 = iota
@@ -88,6 +94,10 @@ type Pool struct {
 	slots    []*slot
 
 	resetMu sync.Mutex // one Reset at a time, whoever asks (SIGHUP, admin, watch)
+
+	// avgExec is a moving average of a request's time on a worker, in nanoseconds, for the
+	// batch size. Updates may race and lose one sample; it is a heuristic.
+	avgExec atomic.Int64
 
 	wg sync.WaitGroup
 }
@@ -222,6 +232,9 @@ func (p *Pool) takeLocked(limit int) []*job {
 	}
 	n := (p.waiting + len(p.slots) - 1) / len(p.slots)
 	n = min(n, maxBatch, limit)
+	if avg := p.avgExec.Load(); avg > 0 {
+		n = max(1, min(n, int(int64(batchBudget)/avg)))
+	}
 	var batch []*job
 	for len(batch) < n && p.head < len(p.queue) {
 		j := p.queue[p.head]
@@ -248,6 +261,12 @@ func (p *Pool) takeLocked(limit int) []*job {
 		p.obs.Waited(now.Sub(j.enqueued))
 	}
 	return batch
+}
+
+// recordExec folds a batch's time per request into the moving average (weight 1/8).
+func (p *Pool) recordExec(perRequest time.Duration) {
+	old := p.avgExec.Load()
+	p.avgExec.Store(old + (int64(perRequest)-old)/8)
 }
 
 // requeue puts jobs that never reached PHP back at the front of the queue, in order, and hands

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -193,6 +194,61 @@ func TestBackoffDelay(t *testing.T) {
 	for _, tt := range tests {
 		if got := backoffDelay(tt.failures); got != tt.want {
 			t.Errorf("backoffDelay(%d) = %s, want %s", tt.failures, got, tt.want)
+		}
+	}
+}
+
+// A worker killed with SIGKILL right after it booted was killed from outside the script (an
+// operator, the OOM killer): its slot boots the replacement at once, without the backoff meant
+// for scripts that die by themselves. Found by the stress suite, where random kill -9 of young
+// idle workers made their slots back off for up to 400 ms.
+func TestSIGKILLAfterBootIsNotACrashLoop(t *testing.T) {
+	p := newPool(t, Options{Size: 1})
+	for i := range 4 {
+		pid := p.Workers()[0].PID
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			w := p.Workers()[0]
+			if w.State == StateBackoff {
+				t.Fatalf("kill %d: the slot backs off after its young worker was killed with SIGKILL", i+1)
+			}
+			if w.State == StateReady && w.PID != pid && w.PID != 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("kill %d: no new worker within 30s", i+1)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+func TestBatchSizeFollowsRequestTime(t *testing.T) {
+	tests := []struct {
+		avg     time.Duration
+		waiting int
+		want    int
+	}{
+		{0, 40, maxBatch},                     // nothing measured yet: fair share, capped
+		{20 * time.Microsecond, 40, maxBatch}, // fast requests: batch
+		{200 * time.Microsecond, 40, 5},       // 5 x 200us fit the budget
+		{50 * time.Millisecond, 40, 1},        // slow requests: one at a time
+		{20 * time.Microsecond, 3, 2},         // fair share of 3 among 2 workers, rounded up
+	}
+	for _, tt := range tests {
+		p := New(Options{Size: 2})
+		p.slots = make([]*slot, 2)
+		p.avgExec.Store(int64(tt.avg))
+		for range tt.waiting {
+			j := &job{ctx: context.Background(), done: make(chan Result, 1)}
+			p.queue = append(p.queue, j)
+			p.waiting++
+		}
+		if got := len(p.takeLocked(maxBatch)); got != tt.want {
+			t.Errorf("avg %s, %d waiting: batch of %d, want %d", tt.avg, tt.waiting, got, tt.want)
 		}
 	}
 }

@@ -198,9 +198,10 @@ func (s *slot) exec(batch []*job) {
 		frames[i] = j.frame
 	}
 	w := s.w
+	start := time.Now()
 	s.mu.Lock()
 	s.info.State = StateBusy
-	s.busySince = time.Now()
+	s.busySince = start
 	s.mu.Unlock()
 	answered, started, err := w.Exec(frames, s.p.opts.ExecTimeout, func(i int, payload []byte) {
 		batch[i].done <- Result{Payload: payload, PID: w.PID()}
@@ -226,6 +227,7 @@ func (s *slot) exec(batch []*job) {
 		s.p.requeue(rest)
 		return
 	}
+	s.p.recordExec(time.Since(start) / time.Duration(answered))
 	s.failures = 0
 	s.setState(StateReady)
 	switch {
@@ -250,8 +252,11 @@ func (s *slot) recycle(reason string, attrs ...any) {
 func (s *slot) replace(reason string, err error) {
 	s.p.obs.WorkerReplaced(reason)
 	s.p.log.Error("worker failed; replacing it", "worker", s.id, "pid", s.w.PID(), "reason", reason, "err", err)
-	if time.Since(s.w.Started()) < time.Second && s.jobs == 0 {
-		s.failures++ // died right after boot: count towards backoff so it cannot loop hot
+	// A script that dies by itself right after boot counts towards backoff, so it cannot loop
+	// hot. A SIGKILL came from outside the script (an operator, the OOM killer, exec_timeout)
+	// and says nothing about its code: the replacement boots at once.
+	if time.Since(s.w.Started()) < time.Second && s.jobs == 0 && !s.w.KilledBySIGKILL() {
+		s.failures++
 	}
 	s.clearWorker()
 }
