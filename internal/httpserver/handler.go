@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -227,16 +228,19 @@ func httpError(w http.ResponseWriter, status int, msg string) {
 	_, _ = io.WriteString(w, strconv.Itoa(status)+" "+http.StatusText(status)+": "+msg+"\n")
 }
 
-// readBody reads the whole body into dst, refusing more than limit bytes with 413.
+// readBody reads the whole body into dst, refusing more than limit bytes with 413. The buffer
+// grows with the bytes that arrive, never ahead of them: a Content-Length is only a claim, and a
+// client declaring gigabytes and sending nothing must not make the server allocate them.
 func readBody(r *http.Request, limit int64, dst []byte) ([]byte, int, error) {
-	if r.ContentLength > 0 {
-		n := int(r.ContentLength)
-		if cap(dst) < n {
-			dst = make([]byte, n)
-		}
-		dst = dst[:n]
-		if _, err := io.ReadFull(r.Body, dst); err != nil {
-			return nil, http.StatusBadRequest, errors.New("request body shorter than its Content-Length")
+	if n := r.ContentLength; n > 0 { // at most limit: the caller answered 413 otherwise
+		for int64(len(dst)) < n {
+			next := min(n, max(2*int64(len(dst)), minBodyBuffer))
+			dst = slices.Grow(dst, int(next)-len(dst))
+			m, err := io.ReadFull(r.Body, dst[len(dst):next])
+			dst = dst[:len(dst)+m]
+			if err != nil {
+				return nil, http.StatusBadRequest, errors.New("request body shorter than its Content-Length")
+			}
 		}
 		return dst, 0, nil
 	}
@@ -261,6 +265,9 @@ func readBody(r *http.Request, limit int64, dst []byte) ([]byte, int, error) {
 		}
 	}
 }
+
+// minBodyBuffer is the smallest step by which a body's buffer grows while it is read.
+const minBodyBuffer = 64 << 10
 
 // countingWriter records the status and the bytes written, for logs and metrics.
 type countingWriter struct {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -188,5 +189,55 @@ func TestFailPropagatesCancellation(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 	if rec.Body.Len() != 0 {
 		t.Fatalf("answered a client that left: %q", rec.Body)
+	}
+}
+
+// A Content-Length is a claim: the body's buffer grows with the bytes that arrive, so a client
+// declaring a huge body and sending a few bytes costs the server a few bytes (found by the
+// stress suite: a declared 2 GB with max_body_size 0 made the daemon allocate 2 GB).
+func TestDeclaredBodyLengthIsNotAllocatedUpFront(t *testing.T) {
+	for _, limit := range []int64{0, 8 << 20} {
+		h := NewHandler(runnerFunc(func(context.Context, []byte) pool.Result {
+			t.Error("a body shorter than its Content-Length reached the runner")
+			return pool.Result{Err: pool.ErrStopped}
+		}), Options{MaxBodySize: limit})
+		req := httptest.NewRequest("POST", "/", strings.NewReader("short"))
+		req.ContentLength = 1 << 30
+		if limit > 0 {
+			req.ContentLength = limit
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		runtime.ReadMemStats(&after)
+		if rec.Code != http.StatusBadRequest {
+			t.Errorf("limit %d: status %d, want 400", limit, rec.Code)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+			t.Errorf("limit %d: %d bytes declared, 5 sent: the handler allocated %d bytes", limit, req.ContentLength, n)
+		}
+	}
+}
+
+// Bodies of every size around the buffer's growth steps arrive whole.
+func TestBodyOfEverySizeArrivesWhole(t *testing.T) {
+	for _, n := range []int{1, minBodyBuffer - 1, minBodyBuffer, minBodyBuffer + 1, 3*minBodyBuffer + 7, 1 << 20} {
+		body := bytes.Repeat([]byte("0123456789abcdef"), n/16+1)[:n]
+		var got []byte
+		h := NewHandler(runnerFunc(func(_ context.Context, frame []byte) pool.Result {
+			r, err := protocol.DecodeRequest(frame[protocol.HeaderSize:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = r.Body
+			payload, _ := protocol.AppendResponse(nil, 0, &protocol.Response{Status: 200})
+			return pool.Result{Payload: payload[protocol.HeaderSize:]}
+		}), Options{MaxBodySize: 8 << 20})
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("POST", "/", bytes.NewReader(body)))
+		if rec.Code != 200 || !bytes.Equal(got, body) {
+			t.Errorf("%d bytes: status %d, %d bytes reached the runner intact: %v", n, rec.Code, len(got), bytes.Equal(got, body))
+		}
 	}
 }

@@ -235,6 +235,23 @@ func (w *Worker) ExitError() error {
 	}
 }
 
+// KilledBySIGKILL reports whether the process ended by SIGKILL, which a PHP script does not
+// send itself: the pool killed it (exec_timeout, a protocol error) or someone did from outside
+// (an operator, the OOM killer). False while it runs.
+func (w *Worker) KilledBySIGKILL() bool {
+	select {
+	case <-w.exited:
+	default:
+		return false
+	}
+	var ee *exec.ExitError
+	if errors.As(w.exitErr, &ee) {
+		ws, ok := ee.Sys().(syscall.WaitStatus)
+		return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+	}
+	return false
+}
+
 // describeExit says how the process ended and what it printed last; empty while it runs.
 func (w *Worker) describeExit() string {
 	select {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -123,5 +124,25 @@ func TestBootTimeout(t *testing.T) {
 	_, err := Start(context.Background(), Options{Argv: []string{"php", "-r", "sleep(30);"}, Env: os.Environ(), BootTimeout: 200 * time.Millisecond})
 	if !errors.Is(err, ErrBoot) || !strings.Contains(err.Error(), "boot_timeout") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestKilledBySIGKILL(t *testing.T) {
+	crashed := start(t, "app.php")
+	if crashed.KilledBySIGKILL() {
+		t.Fatal("a running worker reported as killed")
+	}
+	_, _, _ = crashed.Exec([][]byte{request(t, "/crash")}, time.Minute, func(int, []byte) {})
+	<-crashed.Exited()
+	if crashed.KilledBySIGKILL() {
+		t.Errorf("a worker that exited with code 3 reported as killed: %v", crashed.ExitError())
+	}
+	killed := start(t, "app.php")
+	if err := syscall.Kill(killed.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-killed.Exited()
+	if !killed.KilledBySIGKILL() {
+		t.Errorf("a worker killed with SIGKILL not reported as such: %v", killed.ExitError())
 	}
 }
