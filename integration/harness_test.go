@@ -26,6 +26,10 @@ import (
 
 var binary string // path of the peregrine binary under test
 
+// buildFlags are the go build flags of the binary under test: the race detector, except in the
+// stress suite (stress_test.go), which measures the binary users run.
+var buildFlags = []string{"-race"}
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "peregrine-it-")
 	if err != nil {
@@ -33,7 +37,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "peregrine")
-	build := exec.Command("go", "build", "-race", "-o", binary, "../cmd/peregrine")
+	build := exec.Command("go", append(append([]string{"build"}, buildFlags...), "-o", binary, "../cmd/peregrine")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building peregrine:", err)
