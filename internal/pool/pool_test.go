@@ -234,7 +234,7 @@ func TestBatchSizeFollowsRequestTime(t *testing.T) {
 	}{
 		{0, 40, maxBatch},                     // nothing measured yet: fair share, capped
 		{20 * time.Microsecond, 40, maxBatch}, // fast requests: batch
-		{200 * time.Microsecond, 40, 5},       // 5 x 200us fit the budget
+		{2 * time.Millisecond, 40, 5},         // 5 x 2ms fit the budget
 		{50 * time.Millisecond, 40, 1},        // slow requests: one at a time
 		{20 * time.Microsecond, 3, 2},         // fair share of 3 among 2 workers, rounded up
 	}
