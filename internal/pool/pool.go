@@ -1,8 +1,26 @@
 // Package pool owns the set of PHP workers a server runs: it hands requests to free workers,
-// keeps the ones that find none waiting in a bounded queue, batches waiting requests onto a
-// worker that frees up, and supervises the processes: restart with backoff after a crash,
-// recycling on max_jobs, max_memory and exec_timeout, one-at-a-time replacement on Reset, and a
-// draining Stop. It does not speak HTTP and does not encode requests: it moves frames.
+// keeps the ones that find none waiting in a bounded queue, lets a request that receives a
+// worker take waiting requests along in one write (batching), and supervises the processes:
+// restart with backoff after a crash, recycling on max_jobs, max_memory and exec_timeout,
+// one-at-a-time replacement on Reset, and a draining Stop. It does not speak HTTP and does not
+// encode requests: it moves worker.Calls, and says in an *Error which HTTP status a failure
+// deserves.
+//
+// The goroutine of the request that gets a worker runs the exchange itself (worker.Exec), as
+// net/http runs a handler on its connection's goroutine: a request that finds a worker free
+// crosses no goroutine at all, and one that waits is woken once. A supervisor goroutine per slot
+// does the slow parts: booting, stopping and replacing processes.
+//
+// Every slot lives by one state machine, guarded by Pool.mu:
+//
+//	          boot ok               Do takes it              answered
+//	starting ────────> ready ─────────────────────> busy ───────────────> ready
+//	  ^  │               │                            │
+//	  │  │ boot fails    │ exits, Reset, Stop         │ fails, max_jobs, max_memory,
+//	  │  v               v                            v  Reset or Stop pending
+//	backoff          stopping <───────────────────────┘
+//	  ^                  │ process gone
+//	  └──────────────────┴──> starting (a fresh worker), or the slot ends on Stop
 package pool
 
 import (
@@ -10,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,11 +41,11 @@ type Options struct {
 	Size            int            // number of workers, at least 1
 	Worker          worker.Options // how to start each worker
 	MaxJobs         int            // replace a worker after this many requests; 0 = never
-	MaxMemory       int64          // replace a worker whose RSS exceeds this after a batch; 0 = off
+	MaxMemory       int64          // replace a worker whose RSS exceeds this after a request; 0 = off
 	ExecTimeout     time.Duration  // kill a worker whose request runs longer; 0 = no limit
 	AllocateTimeout time.Duration  // how long a request may wait for a worker; 0 = no limit
 	MaxQueue        int            // requests allowed to wait at once; 0 = no limit
-	StopTimeout     time.Duration  // how long a busy worker may finish on stop or replace
+	StopTimeout     time.Duration  // how long a busy worker may finish when it is replaced
 	Logger          *slog.Logger
 	// Observer, if set, is told about events for metrics.
 	Observer Observer
@@ -39,14 +58,41 @@ type Observer interface {
 	WorkerReplaced(reason string)
 	// Waited is called once per request that reached a worker, with the time it spent queued.
 	Waited(d time.Duration)
+	// Batched is called once per group of queued requests handed to a worker together, with
+	// their number.
+	Batched(n int)
 }
 
-// Errors returned by Do.
+// Error is a request the pool could not have answered. Status is the HTTP status that says why:
+// 503 when no worker could take it (RetryAfter set), 502 when its worker failed, 504 when it
+// ran past exec_timeout.
+type Error struct {
+	Status     int
+	RetryAfter bool
+	Err        error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errors wrapped by *Error.
 var (
 	ErrQueueFull       = errors.New("pool: too many requests waiting for a worker (max_queue)")
 	ErrAllocateTimeout = errors.New("pool: no worker became free within allocate_timeout")
 	ErrStopped         = errors.New("pool: stopping")
 )
+
+func unavailable(err error) error {
+	return &Error{Status: http.StatusServiceUnavailable, RetryAfter: true, Err: err}
+}
+
+// failed wraps what worker.Exec reported for a request.
+func failed(err error) error {
+	if errors.Is(err, worker.ErrExecTimeout) {
+		return &Error{Status: http.StatusGatewayTimeout, Err: err}
+	}
+	return &Error{Status: http.StatusBadGateway, Err: err}
+}
 
 // maxBatch caps how many waiting requests one worker takes at once.
 const maxBatch = 16
@@ -57,26 +103,28 @@ const maxBatch = 16
 // while later arrivals run on workers that freed up meanwhile (a worse p99).
 const batchBudget = 10 * time.Millisecond
 
-// Job states.
+// Waiter states, under Pool.mu.
 const (
-	queued int32 = iota
-	taken
-	abandoned
+	queued    = iota // in the queue
+	abandoned        // left the queue (client gone, allocate_timeout); still in the slice
+	running          // granted a slot: its goroutine runs the exchange
+	member           // in another request's batch
+	finished         // answered or failed by someone else
 )
 
-type job struct {
+// A waiter is one request on its way to a worker.
+type waiter struct {
 	ctx      context.Context
-	frame    []byte
+	call     *worker.Call
 	enqueued time.Time
-	state    atomic.Int32
-	done     chan Result
-}
+	ready    chan struct{} // signalled once per grant or finish
 
-// Result is a worker's answer to one request.
-type Result struct {
-	Payload []byte // the RESPONSE payload
-	PID     int    // the worker that answered or failed
-	Err     error
+	// Under Pool.mu; read by the waiter's goroutine after ready.
+	state int
+	slot  *slot     // set with running: the slot to run batch on
+	batch []*waiter // the batch, this waiter first
+	err   error     // set with finished
+	pid   int
 }
 
 // Pool is a supervised set of PHP workers. Its methods are safe for concurrent use.
@@ -85,12 +133,18 @@ type Pool struct {
 	log  *slog.Logger
 	obs  Observer
 
+	// life is cancelled when Stop's budget runs out: it kills what still runs.
+	life context.Context
+	kill context.CancelFunc
+
 	mu       sync.Mutex
-	idle     []*slot // slots waiting for work; each has an empty assign channel
-	queue    []*job  // FIFO; abandoned jobs stay until popped
-	head     int     // index of the queue's first job
-	waiting  int     // queued jobs not abandoned
+	idle     []*slot   // ready slots, most recently used last
+	queue    []*waiter // FIFO from head; abandoned waiters stay until popped
+	head     int
+	waiting  int // queued waiters
 	stopping bool
+	stopped  chan struct{} // closed by Stop: supervisors wind down
+	stopCtx  context.Context
 	slots    []*slot
 
 	resetMu sync.Mutex // one Reset at a time, whoever asks (SIGHUP, admin, watch)
@@ -98,6 +152,7 @@ type Pool struct {
 	// avgExec is a moving average of a request's time on a worker, in nanoseconds, for the
 	// batch size. Updates may race and lose one sample; it is a heuristic.
 	avgExec atomic.Int64
+	budget  time.Duration // batchBudget; tests raise it to batch whatever the request time
 
 	wg sync.WaitGroup
 }
@@ -113,84 +168,86 @@ func New(opts Options) *Pool {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
-	return &Pool{opts: opts, log: opts.Logger, obs: opts.Observer}
+	life, kill := context.WithCancel(context.Background())
+	return &Pool{opts: opts, log: opts.Logger, obs: opts.Observer, life: life, kill: kill, stopped: make(chan struct{}), budget: batchBudget}
 }
 
 type nopObserver struct{}
 
 func (nopObserver) WorkerReplaced(string) {}
 func (nopObserver) Waited(time.Duration)  {}
+func (nopObserver) Batched(int)           {}
 
 // Start boots every worker at once and waits for all of them. If one fails to boot, the others
-// are stopped and the error, with PHP's own message, is returned: a script that cannot start
+// are killed and the error, with PHP's own message, is returned: a script that cannot start
 // should stop the server from starting. ctx bounds the boot only; Stop ends the pool.
 func (p *Pool) Start(ctx context.Context) error {
 	p.slots = make([]*slot, p.opts.Size)
+	workers := make([]*worker.Worker, p.opts.Size)
 	errs := make([]error, p.opts.Size)
 	var wg sync.WaitGroup
 	for i := range p.slots {
-		s := &slot{p: p, id: i + 1, assign: make(chan []*job, 1), ctl: make(chan ctlMsg)}
+		s := &slot{id: i + 1, state: StateStarting, retire: make(chan retirement, 1), ctl: make(chan ctlMsg)}
 		p.slots[i] = s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w, err := worker.Start(ctx, s.workerOptions())
-			if err != nil {
-				errs[i] = fmt.Errorf("start worker %d: %w", s.id, err)
-				return
+			workers[i], errs[i] = worker.Start(ctx, p.workerOptions(s))
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("start worker %d: %w", s.id, errs[i])
 			}
-			s.setWorker(w)
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		for _, s := range p.slots {
-			if s.w != nil {
-				s.w.Kill()
-				<-s.w.Exited()
+		for _, w := range workers {
+			if w != nil {
+				w.Kill()
+				<-w.Exited()
 			}
 		}
 		return err
 	}
-	// Every slot starts idle, so that requests arriving the moment Start returns find a worker
-	// rather than the queue.
-	p.mu.Lock()
-	p.idle = append(p.idle, p.slots...)
-	p.mu.Unlock()
-	for _, s := range p.slots {
+	for i, s := range p.slots {
+		p.publish(s, workers[i])
 		p.wg.Add(1)
-		go s.run(true)
+		go p.supervise(s, workers[i])
 	}
 	return nil
 }
 
-// Do queues a REQUEST frame for the next free worker and waits for its answer. The frame must
-// stay untouched until Do returns. While the request waits, cancelling ctx or allocate_timeout
-// removes it from the queue before it reaches PHP; once a worker has it, Do waits for the
-// answer, which exec_timeout bounds.
-func (p *Pool) Do(ctx context.Context, frame []byte) Result {
-	j := &job{ctx: ctx, frame: frame, done: make(chan Result, 1), enqueued: time.Now()}
+// Do runs call on the next free worker and returns the pid of the worker that answered or
+// failed. While the request waits, cancelling ctx or allocate_timeout takes it out of the queue
+// before it reaches PHP (ctx's error, or an *Error); once a worker has it, the answer goes to
+// call.Answer and exec_timeout bounds it. A failure is an *Error, except ctx's own error for a
+// request whose client left before it reached PHP.
+func (p *Pool) Do(ctx context.Context, call *worker.Call) (pid int, err error) {
+	w := &waiter{ctx: ctx, call: call, enqueued: time.Now()}
 	p.mu.Lock()
-	if p.stopping {
+	switch n := len(p.idle); {
+	case p.stopping:
 		p.mu.Unlock()
-		return Result{Err: ErrStopped}
-	}
-	if n := len(p.idle); n > 0 && p.waiting == 0 {
+		return 0, unavailable(ErrStopped)
+	case n > 0 && p.waiting == 0:
 		s := p.idle[n-1]
 		p.idle = p.idle[:n-1]
-		j.state.Store(taken)
+		p.markBusyLocked(s)
+		w.state = running
 		p.mu.Unlock()
 		p.obs.Waited(0)
-		s.assign <- []*job{j}
-		return <-j.done
-	}
-	if p.opts.MaxQueue > 0 && p.waiting >= p.opts.MaxQueue {
+		if retry := p.run(s, []*waiter{w}); !retry {
+			return w.pid, w.err
+		}
+		// Nothing of it reached PHP: run put it back in the queue, first.
+	case p.opts.MaxQueue > 0 && p.waiting >= p.opts.MaxQueue:
 		p.mu.Unlock()
-		return Result{Err: ErrQueueFull}
+		return 0, unavailable(ErrQueueFull)
+	default:
+		w.ready = make(chan struct{}, 1)
+		p.enqueueLocked(w)
+		p.dispatchLocked()
+		p.mu.Unlock()
 	}
-	p.queue = append(p.queue, j)
-	p.waiting++
-	p.mu.Unlock()
 
 	var timeout <-chan time.Time
 	if p.opts.AllocateTimeout > 0 {
@@ -198,57 +255,135 @@ func (p *Pool) Do(ctx context.Context, frame []byte) Result {
 		defer t.Stop()
 		timeout = t.C
 	}
-	select {
-	case r := <-j.done:
-		return r
-	case <-ctx.Done():
-		if p.abandon(j) {
-			return Result{Err: ctx.Err()}
+	for {
+		select {
+		case <-w.ready:
+		case <-ctx.Done():
+			if p.abandon(w) {
+				return 0, ctx.Err()
+			}
+			ctx, timeout = context.Background(), nil // taken meanwhile: see it through
+			continue
+		case <-timeout:
+			if p.abandon(w) {
+				return 0, unavailable(ErrAllocateTimeout)
+			}
+			timeout = nil
+			continue
 		}
-	case <-timeout:
-		if p.abandon(j) {
-			return Result{Err: ErrAllocateTimeout}
+		p.mu.Lock()
+		state, s, batch := w.state, w.slot, w.batch
+		p.mu.Unlock()
+		if state != running {
+			return w.pid, w.err
 		}
+		if retry := p.run(s, batch); !retry {
+			return w.pid, w.err
+		}
+		// Nothing of it reached PHP: it is back in the queue, first.
 	}
-	return <-j.done // a worker took it meanwhile; its answer is bounded by exec_timeout
 }
 
-// abandon takes a queued job back; false if a worker has taken it already.
-func (p *Pool) abandon(j *job) bool {
-	if !j.state.CompareAndSwap(queued, abandoned) {
+// abandon takes a queued waiter out of the queue; false if a worker has it already.
+func (p *Pool) abandon(w *waiter) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w.state != queued {
 		return false
 	}
-	p.mu.Lock()
+	w.state = abandoned
 	p.waiting--
-	p.mu.Unlock()
 	return true
 }
 
-// takeLocked pops up to limit live jobs, at most the slot's fair share of those waiting.
-// Jobs whose client has gone are answered with their context's error and skipped.
-func (p *Pool) takeLocked(limit int) []*job {
-	if p.waiting == 0 {
-		return nil
+func (p *Pool) enqueueLocked(w *waiter) {
+	w.state = queued
+	p.queue = append(p.queue, w)
+	p.waiting++
+}
+
+// requeueLocked puts waiters whose request never reached PHP back at the front of the queue, in
+// order.
+func (p *Pool) requeueLocked(ws []*waiter) {
+	if len(ws) == 0 {
+		return
 	}
-	n := (p.waiting + len(p.slots) - 1) / len(p.slots)
-	n = min(n, maxBatch, limit)
-	if avg := p.avgExec.Load(); avg > 0 {
-		n = max(1, min(n, int(int64(batchBudget)/avg)))
-	}
-	var batch []*job
-	for len(batch) < n && p.head < len(p.queue) {
-		j := p.queue[p.head]
-		p.queue[p.head] = nil
-		p.head++
-		if !j.state.CompareAndSwap(queued, taken) {
-			continue // abandoned; already uncounted
+	for _, w := range ws {
+		if w.ready == nil {
+			w.ready = make(chan struct{}, 1)
 		}
-		p.waiting--
-		if err := j.ctx.Err(); err != nil {
-			j.done <- Result{Err: err}
+		w.state = queued
+	}
+	if p.stopping {
+		for _, w := range ws {
+			p.finishLocked(w, 0, unavailable(ErrStopped))
+		}
+		return
+	}
+	front := make([]*waiter, 0, len(ws)+len(p.queue)-p.head)
+	front = append(front, ws...)
+	p.queue = append(front, p.queue[p.head:]...)
+	p.head = 0
+	p.waiting += len(ws)
+}
+
+// finishLocked gives w its result and wakes its goroutine, unless it is the goroutine running
+// the batch, which reads its own result.
+func (p *Pool) finishLocked(w *waiter, pid int, err error) {
+	w.pid, w.err = pid, err
+	if w.state == running {
+		return
+	}
+	w.state = finished
+	w.ready <- struct{}{}
+}
+
+// dispatchLocked hands ready slots to waiting requests while there are both. A slot goes to the
+// first waiter, with a batch that holds at least that waiter: a grant is never empty.
+func (p *Pool) dispatchLocked() {
+	for len(p.idle) > 0 && p.waiting > 0 {
+		s := p.idle[len(p.idle)-1]
+		p.idle = p.idle[:len(p.idle)-1]
+		batch := p.takeLocked(s)
+		p.markBusyLocked(s)
+		first := batch[0]
+		first.state, first.slot, first.batch = running, s, batch
+		first.ready <- struct{}{}
+	}
+}
+
+// takeLocked pops the next queued waiter and, behind it, the slot's fair share of the others
+// (at most maxBatch, the batch budget, the slot's max_jobs and one pipe buffer of frames; a
+// request with a body of its own goes alone). The caller has checked that p.waiting > 0.
+func (p *Pool) takeLocked(s *slot) []*waiter {
+	n := (p.waiting + len(p.slots) - 1) / len(p.slots)
+	n = min(n, maxBatch, p.jobLimitLocked(s))
+	if avg := p.avgExec.Load(); avg > 0 {
+		n = max(1, min(n, int(int64(p.budget)/avg)))
+	}
+	var batch []*waiter
+	size := 0
+	now := time.Now()
+	for p.head < len(p.queue) && len(batch) < n {
+		w := p.queue[p.head]
+		if w.state != queued {
+			p.queue[p.head] = nil
+			p.head++
 			continue
 		}
-		batch = append(batch, j)
+		if len(batch) > 0 && (w.call.Body != nil || size+len(w.call.Frame) > worker.PipeBuffer) {
+			break
+		}
+		p.queue[p.head] = nil
+		p.head++
+		p.waiting--
+		w.state = member
+		batch = append(batch, w)
+		size += len(w.call.Frame)
+		p.obs.Waited(now.Sub(w.enqueued))
+		if w.call.Body != nil {
+			break
+		}
 	}
 	if p.head == len(p.queue) {
 		p.queue, p.head = p.queue[:0], 0
@@ -256,11 +391,69 @@ func (p *Pool) takeLocked(limit int) []*job {
 		p.queue = append(p.queue[:0], p.queue[p.head:]...)
 		p.head = 0
 	}
-	now := time.Now()
-	for _, j := range batch {
-		p.obs.Waited(now.Sub(j.enqueued))
-	}
+	p.obs.Batched(len(batch))
 	return batch
+}
+
+// run executes a batch on slot s, from the goroutine of its first waiter, and releases the slot.
+// It reports whether that first waiter must wait again: its request never reached PHP.
+func (p *Pool) run(s *slot, batch []*waiter) (retry bool) {
+	self := batch[0]
+	// Requests whose client left before they reached PHP are dropped here.
+	live := make([]*waiter, 0, len(batch))
+	p.mu.Lock()
+	for _, w := range batch {
+		if err := w.ctx.Err(); err != nil {
+			p.finishLocked(w, 0, err)
+			continue
+		}
+		live = append(live, w)
+	}
+	p.mu.Unlock()
+	if len(live) == 0 {
+		p.release(s, 0, nil, nil)
+		return false
+	}
+	w := s.w
+	calls := make([]*worker.Call, len(live))
+	for i, l := range live {
+		calls[i] = l.call
+	}
+	start := time.Now()
+	answered, err := w.Exec(p.life, calls, p.opts.ExecTimeout, func(i int) {
+		// Each request of a batch goes back to its client as soon as it is answered.
+		if live[i] != self {
+			p.mu.Lock()
+			p.finishLocked(live[i], w.PID(), nil)
+			p.mu.Unlock()
+		}
+	})
+	if err == nil {
+		p.recordExec(time.Since(start) / time.Duration(answered))
+		if live[0] == self {
+			self.pid = w.PID()
+		}
+		p.release(s, answered, nil, nil)
+		return false
+	}
+	// The request that was running failed, unless it never reached PHP; those after it never
+	// started, since a worker answers in order.
+	failedAt := answered
+	requeue := live[answered+1:]
+	if errors.Is(err, worker.ErrNotStarted) {
+		requeue = live[answered:]
+		failedAt = -1
+	}
+	if self == live[0] && answered == 0 && failedAt == -1 {
+		retry = true
+	}
+	p.mu.Lock()
+	if failedAt >= 0 {
+		p.finishLocked(live[failedAt], w.PID(), failed(err))
+	}
+	p.mu.Unlock()
+	p.release(s, answered, err, requeue)
+	return retry
 }
 
 // recordExec folds a batch's time per request into the moving average (weight 1/8).
@@ -269,52 +462,10 @@ func (p *Pool) recordExec(perRequest time.Duration) {
 	p.avgExec.Store(old + (int64(perRequest)-old)/8)
 }
 
-// requeue puts jobs that never reached PHP back at the front of the queue, in order, and hands
-// them to idle workers if there are any.
-func (p *Pool) requeue(jobs []*job) {
-	if len(jobs) == 0 {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.stopping {
-		for _, j := range jobs {
-			j.done <- Result{Err: ErrStopped}
-		}
-		return
-	}
-	front := make([]*job, 0, len(jobs)+len(p.queue)-p.head)
-	for _, j := range jobs {
-		j.state.Store(queued)
-		front = append(front, j)
-	}
-	p.queue = append(front, p.queue[p.head:]...)
-	p.head = 0
-	p.waiting += len(jobs)
-	for len(p.idle) > 0 && p.waiting > 0 {
-		s := p.idle[len(p.idle)-1]
-		p.idle = p.idle[:len(p.idle)-1]
-		s.assign <- p.takeLocked(s.jobLimit())
-	}
-}
-
-// leaveIdle removes s from the idle list. It returns false if a request already claimed s, in
-// which case a batch is on its way to s.assign.
-func (p *Pool) leaveIdle(s *slot) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for i, t := range p.idle {
-		if t == s {
-			p.idle = append(p.idle[:i], p.idle[i+1:]...)
-			return true
-		}
-	}
-	return false
-}
-
 // Reset replaces every worker with a fresh one, one at a time: the new process boots while the
 // others serve, then the old one finishes what it has and stops. A worker whose replacement
-// fails to boot keeps serving, and the error says why. It returns when all are done.
+// fails to boot keeps serving, and the error says why. It returns when all are done, or when
+// ctx is done.
 func (p *Pool) Reset(ctx context.Context) error {
 	p.resetMu.Lock()
 	defer p.resetMu.Unlock()
@@ -322,9 +473,11 @@ func (p *Pool) Reset(ctx context.Context) error {
 	for _, s := range p.slots {
 		reply := make(chan error, 1)
 		select {
-		case s.ctl <- ctlMsg{kind: ctlReset, reply: reply}:
+		case s.ctl <- ctlMsg{ctx: ctx, reply: reply}:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-p.stopped:
+			return ErrStopped
 		}
 		select {
 		case err := <-reply:
@@ -338,9 +491,9 @@ func (p *Pool) Reset(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Stop refuses new requests, fails the ones still waiting, lets every worker finish its
-// current requests for up to StopTimeout, then stops them. It returns when no process is left.
-func (p *Pool) Stop() {
+// Stop refuses new requests, fails the ones still waiting, lets every busy worker finish its
+// request until ctx is done, then kills what still runs. It returns when no process is left.
+func (p *Pool) Stop(ctx context.Context) {
 	p.mu.Lock()
 	if p.stopping {
 		p.mu.Unlock()
@@ -348,36 +501,24 @@ func (p *Pool) Stop() {
 		return
 	}
 	p.stopping = true
+	p.stopCtx = ctx
 	for ; p.head < len(p.queue); p.head++ {
-		if j := p.queue[p.head]; j.state.CompareAndSwap(queued, taken) {
-			j.done <- Result{Err: ErrStopped}
+		if w := p.queue[p.head]; w.state == queued {
+			p.finishLocked(w, 0, unavailable(ErrStopped))
 		}
 	}
 	p.queue, p.head, p.waiting = nil, 0, 0
+	close(p.stopped)
 	p.mu.Unlock()
-	for _, s := range p.slots {
-		go func() { s.ctl <- ctlMsg{kind: ctlStop} }()
-	}
 	done := make(chan struct{})
 	go func() { p.wg.Wait(); close(done) }()
-	var timeout <-chan time.Time
-	if p.opts.StopTimeout > 0 {
-		timeout = time.After(p.opts.StopTimeout)
-	}
 	select {
 	case <-done:
-		return
-	case <-timeout:
+	case <-ctx.Done():
+		p.kill() // ends the exchanges still running: their workers are killed
+		<-done
 	}
-	// Some worker is still busy past stop_timeout: kill what runs so its slot can finish.
-	for _, s := range p.slots {
-		s.mu.Lock()
-		if s.cur != nil {
-			s.cur.Kill()
-		}
-		s.mu.Unlock()
-	}
-	<-done
+	p.kill()
 }
 
 // Ready reports how many workers are ready or busy (not starting, backing off or stopping).
@@ -398,14 +539,27 @@ func (p *Pool) Waiting() int {
 	return p.waiting
 }
 
+// Admit reports whether a new request would be let in now rather than refused with 503, so that
+// a request body is not read for nothing. It reserves nothing.
+func (p *Pool) Admit() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.stopping:
+		return unavailable(ErrStopped)
+	case p.opts.MaxQueue > 0 && p.waiting >= p.opts.MaxQueue && len(p.idle) == 0:
+		return unavailable(ErrQueueFull)
+	}
+	return nil
+}
+
 // PHPVersion returns the PHP version reported by a running worker, or "" if none runs.
 func (p *Pool) PHPVersion() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for _, s := range p.slots {
-		s.mu.Lock()
-		w := s.cur
-		s.mu.Unlock()
-		if w != nil {
-			return w.PHPVersion()
+		if s.w != nil {
+			return s.w.PHPVersion()
 		}
 	}
 	return ""

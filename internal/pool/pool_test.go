@@ -3,10 +3,13 @@ package pool
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -20,66 +23,135 @@ import (
 
 func newPool(t *testing.T, opts Options) *Pool {
 	t.Helper()
+	p := New(withWorker(t, opts))
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		p.Stop(ctx)
+	})
+	return p
+}
+
+func withWorker(t *testing.T, opts Options) Options {
+	t.Helper()
 	script, err := filepath.Abs("../../testdata/workers/app.php")
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts.Worker = worker.Options{
 		Argv:        []string{"php", script},
-		Env:         append(os.Environ(), "PEREGRINE_PROTOCOL=1"),
+		Env:         append(os.Environ(), "PEREGRINE_PROTOCOL=2"),
 		BootTimeout: 30 * time.Second,
 	}
-	p := New(opts)
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
-	return p
+	return opts
 }
 
-func call(t *testing.T, p *Pool, ctx context.Context, path, query string) (protocol.Response, Result) {
+// answer keeps the answer of one request.
+type answer struct {
+	status int
+	body   []byte
+}
+
+func (a *answer) Frame(typ protocol.Type, _ uint16, payload []byte) error {
+	if typ == protocol.TypeResponse {
+		r, err := protocol.DecodeResponse(payload)
+		if err != nil {
+			return err
+		}
+		a.status, payload = r.Status, r.Body
+	}
+	a.body = append(a.body, payload...)
+	return nil
+}
+
+type result struct {
+	status int
+	body   string
+	pid    int
+	err    error
+}
+
+func call(t *testing.T, p *Pool, ctx context.Context, path, query string) result {
 	t.Helper()
 	b, err := protocol.AppendRequest(nil, 0, &protocol.Request{Method: "GET", URI: path + "?" + query, Path: path, Query: query,
 		Protocol: "HTTP/1.1", Headers: []protocol.Field{{Name: "host", Value: "test"}}})
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return result{err: err}
 	}
-	res := p.Do(ctx, b)
-	if res.Err != nil {
-		return protocol.Response{}, res
+	a := &answer{}
+	pid, err := p.Do(ctx, &worker.Call{Frame: b, Answer: a})
+	return result{status: a.status, body: string(a.body), pid: pid, err: err}
+}
+
+// waitFor polls cond until it holds, failing the test after 30 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
 	}
-	resp, err := protocol.DecodeResponse(res.Payload)
-	if err != nil {
-		t.Fatal(err)
+}
+
+func statusOf(err error) int {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe.Status
 	}
-	return resp, res
+	return 0
 }
 
 func TestDo(t *testing.T) {
 	p := newPool(t, Options{Size: 2})
-	resp, res := call(t, p, context.Background(), "/pid", "")
-	if res.Err != nil || resp.Status != 200 || string(resp.Body) != strconv.Itoa(res.PID) {
-		t.Fatalf("resp %+v res %+v", resp, res)
+	res := call(t, p, context.Background(), "/pid", "")
+	if res.err != nil || res.status != 200 || res.body != strconv.Itoa(res.pid) {
+		t.Fatalf("%+v", res)
 	}
 	if n := p.Ready(); n != 2 {
 		t.Fatalf("Ready() = %d", n)
 	}
 }
 
-// TestBatchSurvivesCrash queues many requests behind a slow one on a single worker, with one
-// crash among them: exactly the crashing request fails; those batched after it are run again
-// on the replacement, not lost.
-func TestBatchSurvivesCrash(t *testing.T) {
-	p := newPool(t, Options{Size: 1})
-	var wg sync.WaitGroup
+// counting counts worker replacements and records batch sizes.
+type counting struct {
+	replaced atomic.Int32
+	mu       sync.Mutex
+	sizes    []int
+}
+
+func (c *counting) WorkerReplaced(string) { c.replaced.Add(1) }
+func (c *counting) Waited(time.Duration)  {}
+func (c *counting) Batched(n int)         { c.mu.Lock(); c.sizes = append(c.sizes, n); c.mu.Unlock() }
+
+func (c *counting) batches() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.sizes)
+}
+
+// occupy runs a slow request on p's single worker and waits until it is busy.
+func occupy(t *testing.T, p *Pool, wg *sync.WaitGroup, ms int) {
+	t.Helper()
 	wg.Add(1)
-	go func() { defer wg.Done(); call(t, p, context.Background(), "/sleep", "ms=300") }()
-	for p.Waiting() != 0 || p.Workers()[0].State != StateBusy {
-		time.Sleep(time.Millisecond)
-	}
+	go func() { defer wg.Done(); call(t, p, context.Background(), "/sleep", "ms="+strconv.Itoa(ms)) }()
+	waitFor(t, "the worker is busy", func() bool { return p.Workers()[0].State == StateBusy })
+}
+
+// TestBatchSurvivesCrash queues requests behind a busy worker, one of which crashes it. They
+// go in one batch (asserted): exactly the crashing request fails, once (one replacement); the
+// requests answered before it keep their answers; those after it run on the replacement.
+func TestBatchSurvivesCrash(t *testing.T) {
+	obs := &counting{}
+	p := newPool(t, Options{Size: 1, Observer: obs})
+	p.budget = time.Hour // batch whatever the recent request time
+	var wg sync.WaitGroup
+	occupy(t, p, &wg, 300)
 	const n = 12
-	results := make([]Result, n)
-	statuses := make([]int, n)
+	results := make([]result, n)
 	for i := range n {
 		wg.Add(1)
 		go func() {
@@ -88,25 +160,69 @@ func TestBatchSurvivesCrash(t *testing.T) {
 			if i == n/2 {
 				path = "/crash"
 			}
-			resp, res := call(t, p, context.Background(), path, "")
-			results[i], statuses[i] = res, resp.Status
+			results[i] = call(t, p, context.Background(), path, "")
 		}()
+		waitFor(t, "the request is queued", func() bool { return p.Waiting() == i+1 })
 	}
 	wg.Wait()
-	failed := 0
+	if sizes := obs.batches(); len(sizes) == 0 || sizes[0] != n {
+		t.Fatalf("batches %v: the queued requests were not batched, so this test proves nothing", sizes)
+	}
 	for i, r := range results {
 		switch {
 		case i == n/2:
-			if !errors.Is(r.Err, worker.ErrExited) {
-				t.Errorf("crashing request: %v", r.Err)
+			if statusOf(r.err) != http.StatusBadGateway || !errors.Is(r.err, worker.ErrExited) {
+				t.Errorf("crashing request: %v", r.err)
 			}
-		case r.Err != nil || statuses[i] != 200:
-			failed++
-			t.Errorf("request %d: %v status %d", i, r.Err, statuses[i])
+		case r.err != nil || r.status != 200:
+			t.Errorf("request %d: %+v", i, r)
 		}
 	}
-	if failed != 0 {
-		t.Fatalf("%d innocent requests failed with the crash", failed)
+	if got := obs.replaced.Load(); got != 1 {
+		t.Errorf("%d workers replaced; the crash must cost one", got)
+	}
+}
+
+// TestBatchWhoseClientsLeave crashes a batch whose other clients have gone meanwhile: those are
+// dropped, not run, and the pool never hands a worker an empty batch.
+func TestBatchWhoseClientsLeave(t *testing.T) {
+	obs := &counting{}
+	p := newPool(t, Options{Size: 1, Observer: obs})
+	p.budget = time.Hour
+	var wg sync.WaitGroup
+	occupy(t, p, &wg, 200)
+	first := make(chan result, 1)
+	go func() { first <- call(t, p, context.Background(), "/sleep", "ms=300") }()
+	waitFor(t, "the first request is queued", func() bool { return p.Waiting() == 1 })
+	crash := make(chan result, 1)
+	go func() { crash <- call(t, p, context.Background(), "/crash", "") }()
+	waitFor(t, "the crash is queued", func() bool { return p.Waiting() == 2 })
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan result, 3)
+	for i := range 3 {
+		go func() { gone <- call(t, p, ctx, "/served", "") }()
+		waitFor(t, "the request is queued", func() bool { return p.Waiting() == 3+i })
+	}
+	waitFor(t, "the batch runs", func() bool { return p.Waiting() == 0 })
+	cancel() // while the batch runs its first request
+	if r := <-first; r.err != nil || r.status != 200 {
+		t.Fatalf("first: %+v", r)
+	}
+	if r := <-crash; statusOf(r.err) != http.StatusBadGateway {
+		t.Fatalf("crash: %+v", r)
+	}
+	for range 3 {
+		if r := <-gone; !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("a request whose client left: %+v", r)
+		}
+	}
+	wg.Wait()
+	if sizes := obs.batches(); len(sizes) == 0 || sizes[0] != 5 {
+		t.Errorf("batches %v: the five queued requests were not batched, so this test proves nothing", sizes)
+	}
+	res := call(t, p, context.Background(), "/served", "")
+	if res.err != nil || res.body != strconv.Itoa(res.pid)+" 1" {
+		t.Fatalf("after: %+v; the abandoned requests reached PHP, or the pool is broken", res)
 	}
 }
 
@@ -124,20 +240,19 @@ func TestQueueLimits(t *testing.T) {
 			p := newPool(t, tt.opts)
 			var wg sync.WaitGroup
 			defer wg.Wait()
-			wg.Add(1)
-			go func() { defer wg.Done(); call(t, p, context.Background(), "/sleep", "ms=500") }()
-			for p.Workers()[0].State != StateBusy {
-				time.Sleep(time.Millisecond)
-			}
+			occupy(t, p, &wg, 500)
 			if tt.opts.MaxQueue > 0 {
 				wg.Add(1)
 				go func() { defer wg.Done(); call(t, p, context.Background(), "/pid", "") }()
-				for p.Waiting() != 1 {
-					time.Sleep(time.Millisecond)
+				waitFor(t, "one request waits", func() bool { return p.Waiting() == 1 })
+				if err := p.Admit(); !errors.Is(err, tt.want) {
+					t.Errorf("Admit() = %v, want %v", err, tt.want)
 				}
 			}
-			if _, res := call(t, p, context.Background(), "/pid", ""); !errors.Is(res.Err, tt.want) {
-				t.Fatalf("err = %v, want %v", res.Err, tt.want)
+			res := call(t, p, context.Background(), "/pid", "")
+			var pe *Error
+			if !errors.Is(res.err, tt.want) || !errors.As(res.err, &pe) || pe.Status != http.StatusServiceUnavailable || !pe.RetryAfter {
+				t.Fatalf("err = %v, want %v as a 503", res.err, tt.want)
 			}
 		})
 	}
@@ -145,25 +260,53 @@ func TestQueueLimits(t *testing.T) {
 
 func TestCancelledWhileQueuedNeverRuns(t *testing.T) {
 	p := newPool(t, Options{Size: 1})
-	done := make(chan struct{})
-	go func() { defer close(done); call(t, p, context.Background(), "/sleep", "ms=300") }()
-	for p.Workers()[0].State != StateBusy {
-		time.Sleep(time.Millisecond)
-	}
+	var wg sync.WaitGroup
+	occupy(t, p, &wg, 300)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		for p.Waiting() != 1 {
+		for deadline := time.Now().Add(30 * time.Second); p.Waiting() != 1 && time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)
 		}
 		cancel()
 	}()
-	if _, res := call(t, p, ctx, "/served", ""); !errors.Is(res.Err, context.Canceled) {
-		t.Fatalf("err = %v", res.Err)
+	if res := call(t, p, ctx, "/served", ""); !errors.Is(res.err, context.Canceled) {
+		t.Fatalf("err = %v", res.err)
 	}
-	<-done
-	resp, _ := call(t, p, context.Background(), "/served", "")
-	if got := string(resp.Body); got != strconv.Itoa(p.Workers()[0].PID)+" 2" {
-		t.Fatalf("served = %q: the cancelled request reached PHP", got)
+	wg.Wait()
+	res := call(t, p, context.Background(), "/served", "")
+	if res.body != strconv.Itoa(p.Workers()[0].PID)+" 2" {
+		t.Fatalf("served = %q: the cancelled request reached PHP", res.body)
+	}
+}
+
+func TestExecTimeoutIs504(t *testing.T) {
+	p := newPool(t, Options{Size: 1, ExecTimeout: 200 * time.Millisecond})
+	if res := call(t, p, context.Background(), "/hang", ""); statusOf(res.err) != http.StatusGatewayTimeout {
+		t.Fatalf("%+v", res)
+	}
+	if res := call(t, p, context.Background(), "/pid", ""); res.err != nil {
+		t.Fatalf("after the timeout: %+v", res)
+	}
+}
+
+// TestStopTimeoutZeroKillsAtOnce: with no budget, Stop kills the worker of a hung request rather
+// than waiting for exec_timeout, and the request fails.
+func TestStopTimeoutZeroKillsAtOnce(t *testing.T) {
+	p := New(withWorker(t, Options{Size: 1, ExecTimeout: time.Hour}))
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hung := make(chan result, 1)
+	go func() { hung <- call(t, p, context.Background(), "/hang", "") }()
+	waitFor(t, "the worker is busy", func() bool { return p.Workers()[0].State == StateBusy })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p.Stop(ctx)
+	if r := <-hung; statusOf(r.err) != http.StatusBadGateway {
+		t.Fatalf("hung request: %+v", r)
+	}
+	if res := call(t, p, context.Background(), "/pid", ""); !errors.Is(res.err, ErrStopped) {
+		t.Fatalf("after stop: %+v", res)
 	}
 }
 
@@ -180,6 +323,24 @@ func TestResetReplacesEveryWorker(t *testing.T) {
 		if before[w.PID] || w.State != StateReady {
 			t.Fatalf("after reset: %+v (before: %v)", w, before)
 		}
+	}
+}
+
+// TestResetWaitsForTheRunningRequest: a worker busy during a reset finishes its request.
+func TestResetWaitsForTheRunningRequest(t *testing.T) {
+	p := newPool(t, Options{Size: 1})
+	slow := make(chan result, 1)
+	go func() { slow <- call(t, p, context.Background(), "/sleep", "ms=300") }()
+	waitFor(t, "the worker is busy", func() bool { return p.Workers()[0].State == StateBusy })
+	old := p.Workers()[0].PID
+	if err := p.Reset(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-slow; r.err != nil || r.status != 200 || r.pid != old {
+		t.Fatalf("the request running during the reset: %+v", r)
+	}
+	if w := p.Workers()[0]; w.PID == old || w.State != StateReady {
+		t.Fatalf("after reset: %+v", w)
 	}
 }
 
@@ -209,20 +370,13 @@ func TestSIGKILLAfterBootIsNotACrashLoop(t *testing.T) {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		waitFor(t, "a new worker is ready", func() bool {
 			w := p.Workers()[0]
 			if w.State == StateBackoff {
 				t.Fatalf("kill %d: the slot backs off after its young worker was killed with SIGKILL", i+1)
 			}
-			if w.State == StateReady && w.PID != pid && w.PID != 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("kill %d: no new worker within 30s", i+1)
-			}
-			time.Sleep(time.Millisecond)
-		}
+			return w.State == StateReady && w.PID != pid && w.PID != 0
+		})
 	}
 }
 
@@ -230,25 +384,48 @@ func TestBatchSizeFollowsRequestTime(t *testing.T) {
 	tests := []struct {
 		avg     time.Duration
 		waiting int
+		frame   int
 		want    int
 	}{
-		{0, 40, maxBatch},                     // nothing measured yet: fair share, capped
-		{20 * time.Microsecond, 40, maxBatch}, // fast requests: batch
-		{2 * time.Millisecond, 40, 5},         // 5 x 2ms fit the budget
-		{50 * time.Millisecond, 40, 1},        // slow requests: one at a time
-		{20 * time.Microsecond, 3, 2},         // fair share of 3 among 2 workers, rounded up
+		{0, 40, 100, maxBatch},                     // nothing measured yet: fair share, capped
+		{20 * time.Microsecond, 40, 100, maxBatch}, // fast requests: batch
+		{2 * time.Millisecond, 40, 100, 5},         // 5 x 2ms fit the budget
+		{50 * time.Millisecond, 40, 100, 1},        // slow requests: one at a time
+		{20 * time.Microsecond, 3, 100, 2},         // fair share of 3 among 2 workers, rounded up
+		{20 * time.Microsecond, 40, 20 << 10, 3},   // no more than one pipe buffer of frames
+		{20 * time.Microsecond, 40, 100 << 10, 1},  // a frame larger than the pipe goes alone
 	}
 	for _, tt := range tests {
 		p := New(Options{Size: 2})
 		p.slots = make([]*slot, 2)
 		p.avgExec.Store(int64(tt.avg))
 		for range tt.waiting {
-			j := &job{ctx: context.Background(), done: make(chan Result, 1)}
-			p.queue = append(p.queue, j)
-			p.waiting++
+			p.enqueueLocked(&waiter{ctx: context.Background(), call: &worker.Call{Frame: make([]byte, tt.frame)}})
 		}
-		if got := len(p.takeLocked(maxBatch)); got != tt.want {
-			t.Errorf("avg %s, %d waiting: batch of %d, want %d", tt.avg, tt.waiting, got, tt.want)
+		if got := len(p.takeLocked(&slot{})); got != tt.want {
+			t.Errorf("avg %s, %d waiting, frames of %d: batch of %d, want %d", tt.avg, tt.waiting, tt.frame, got, tt.want)
 		}
+	}
+}
+
+// TestResetThenRecycleStopsTheResetWorker: the worker a reset put in place is the one a later
+// max_jobs recycle stops (the supervisor used to keep the old one in mind and leave the new one
+// running, out of the pool, for good).
+func TestResetThenRecycleStopsTheResetWorker(t *testing.T) {
+	p := newPool(t, Options{Size: 1, MaxJobs: 2})
+	if err := p.Reset(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	pid := p.Workers()[0].PID
+	for range 2 {
+		if res := call(t, p, context.Background(), "/pid", ""); res.err != nil || res.pid != pid {
+			t.Fatalf("%+v, want pid %d", res, pid)
+		}
+	}
+	waitFor(t, "the recycled worker's process is gone", func() bool {
+		return syscall.Kill(pid, 0) != nil
+	})
+	if res := call(t, p, context.Background(), "/pid", ""); res.err != nil || res.pid == pid {
+		t.Fatalf("after the recycle: %+v", res)
 	}
 }

@@ -4,21 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/peregrinephp/peregrine/internal/worker"
 )
 
-// State is what a worker slot is doing, as shown by Workers.
+// State is what a worker slot is doing, as shown by Workers; the package doc draws how a slot
+// moves between them.
 type State string
 
 // Slot states.
-//
-//	starting ──> ready <──> busy
-//	   ^  │        │         │
-//	   │  v        v         v
-//	 backoff <── (crash, limits, reset) ──> stopping
 const (
 	StateStarting State = "starting"
 	StateReady    State = "ready"
@@ -27,34 +22,31 @@ const (
 	StateStopping State = "stopping"
 )
 
-type ctlKind int
-
-const (
-	ctlReset ctlKind = iota
-	ctlStop
-)
+// A retirement is why a busy slot's worker must go, sent by the request goroutine that releases
+// it to the slot's supervisor.
+type retirement struct {
+	reason string
+	err    error // the failure, when the process is dead or killed; nil for a healthy worker
+}
 
 type ctlMsg struct {
-	kind  ctlKind
+	ctx   context.Context
 	reply chan error
 }
 
-// slot is one place in the pool, filled by one worker process at a time. Its goroutine (run)
-// owns the worker; the fields under mu are for Workers.
+// slot is one place in the pool, filled by one worker process at a time.
 type slot struct {
-	p      *Pool
 	id     int
-	assign chan []*job // cap 1: a batch for a slot that was idle
-	ctl    chan ctlMsg
+	retire chan retirement // cap 1: at most one release waits to be read
+	ctl    chan ctlMsg     // Reset's requests to the supervisor
 
-	w        *worker.Worker
-	jobs     int // requests the current worker has answered
-	failures int // consecutive failed boots or early deaths, for backoff
-
-	mu        sync.Mutex
-	cur       *worker.Worker // s.w, for Stop to kill when the slot does not answer in time
-	info      WorkerInfo
+	// Under Pool.mu.
+	state     State
+	w         *worker.Worker
+	jobs      int    // requests the current worker has answered
+	want      string // a reason to retire the worker once its request is done (reset, stop)
 	busySince time.Time
+	started   time.Time
 }
 
 // WorkerInfo describes one worker slot at a moment.
@@ -64,231 +56,244 @@ type WorkerInfo struct {
 	State    State     `json:"state"`
 	Requests int64     `json:"requests"` // answered by the current process
 	Started  time.Time `json:"started"`  // when the current process started
-	// BusySince is when the current batch started; zero when not busy.
+	// BusySince is when the current request started; zero when not busy.
 	BusySince time.Time `json:"busy_since,omitzero"`
 }
 
 // Workers returns a snapshot of every slot.
 func (p *Pool) Workers() []WorkerInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	out := make([]WorkerInfo, 0, len(p.slots))
 	for _, s := range p.slots {
-		s.mu.Lock()
-		info := s.info
-		info.Slot = s.id
-		info.BusySince = s.busySince
-		s.mu.Unlock()
+		info := WorkerInfo{Slot: s.id, State: s.state, Requests: int64(s.jobs)}
+		if s.w != nil {
+			info.PID, info.Started = s.w.PID(), s.started
+		}
+		if s.state == StateBusy {
+			info.BusySince = s.busySince
+		}
 		out = append(out, info)
 	}
 	return out
 }
 
-func (s *slot) setState(st State) {
-	s.mu.Lock()
-	s.info.State = st
-	if st != StateBusy {
-		s.busySince = time.Time{}
-	}
-	s.mu.Unlock()
-}
-
-func (s *slot) setWorker(w *worker.Worker) {
-	s.w = w
-	s.jobs = 0
-	s.mu.Lock()
-	s.cur = w
-	s.info = WorkerInfo{PID: w.PID(), State: StateReady, Started: w.Started()}
-	s.mu.Unlock()
-}
-
-func (s *slot) workerOptions() worker.Options {
-	o := s.p.opts.Worker
+func (p *Pool) workerOptions(s *slot) worker.Options {
+	o := p.opts.Worker
 	if o.Logger == nil {
-		o.Logger = s.p.log
+		o.Logger = p.log
 	}
 	o.Logger = o.Logger.With("worker", s.id)
 	return o
 }
 
-// jobLimit is how many more requests the current worker may take before max_jobs.
-func (s *slot) jobLimit() int {
-	if s.p.opts.MaxJobs <= 0 {
+func (p *Pool) markBusyLocked(s *slot) {
+	s.state = StateBusy
+	s.busySince = time.Now()
+}
+
+// jobLimitLocked is how many more requests the slot's worker may take before max_jobs.
+func (p *Pool) jobLimitLocked(s *slot) int {
+	if p.opts.MaxJobs <= 0 {
 		return maxBatch
 	}
-	return max(1, s.p.opts.MaxJobs-s.jobs)
+	return max(1, p.opts.MaxJobs-s.jobs)
 }
 
-// run is the slot's goroutine: it waits for work, runs it, and replaces its worker when needed.
-// Control messages are read between batches, so a reset or stop is never starved by load.
-// idle says whether Start already put the slot on the idle list.
-func (s *slot) run(idle bool) {
-	defer s.p.wg.Done()
-	for {
-		var batch []*job
-		if !idle {
-			if s.w == nil && !s.boot() {
-				return
-			}
-			select {
-			case msg := <-s.ctl:
-				if s.control(msg, nil) {
-					return
-				}
-				continue
-			default:
-			}
-			s.p.mu.Lock()
-			batch = s.p.takeLocked(s.jobLimit())
-			if batch == nil {
-				s.p.idle = append(s.p.idle, s)
-			}
-			s.p.mu.Unlock()
-		}
-		idle = false
-		if batch == nil {
-			select {
-			case batch = <-s.assign:
-			case <-s.w.Exited():
-				if !s.p.leaveIdle(s) {
-					batch = <-s.assign
-				}
-				s.replace("crash", fmt.Errorf("while idle: %w", s.w.ExitError()))
-				if batch == nil {
-					continue
-				}
-				if !s.boot() {
-					s.p.requeue(batch)
-					return
-				}
-			case msg := <-s.ctl:
-				if !s.p.leaveIdle(s) {
-					batch = <-s.assign
-				}
-				if s.control(msg, batch) {
-					return
-				}
-				continue
-			}
-		}
-		s.exec(batch)
-	}
+// publish puts a freshly booted worker into service.
+func (p *Pool) publish(s *slot, w *worker.Worker) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s.w, s.jobs, s.want, s.started = w, 0, "", w.Started()
+	s.state = StateReady
+	p.idle = append(p.idle, s)
+	p.dispatchLocked()
 }
 
-// control handles a reset or stop between batches; batch, if any, was already claimed for this
-// slot and is run first. It reports whether the slot is done.
-func (s *slot) control(msg ctlMsg, batch []*job) bool {
-	if batch != nil {
-		s.exec(batch)
+// release ends a batch on slot s: the slot goes back to ready, or, when its worker failed or
+// reached a limit or must go, to its supervisor. Requests to run again go first in the queue.
+func (p *Pool) release(s *slot, answered int, err error, requeue []*waiter) {
+	var rss int64
+	if err == nil && p.opts.MaxMemory > 0 {
+		rss, _ = s.w.RSS()
 	}
-	if msg.kind == ctlStop {
-		s.stop()
-		return true
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s.jobs += answered
+	p.requeueLocked(requeue)
+	var r retirement
+	switch {
+	case err != nil:
+		r = retirement{reason: reasonFor(err), err: err}
+	case s.want != "":
+		r.reason = s.want
+	case p.stopping:
+		r.reason = "stop"
+	case p.opts.MaxJobs > 0 && s.jobs >= p.opts.MaxJobs:
+		r.reason = "max_jobs"
+	case rss > p.opts.MaxMemory && p.opts.MaxMemory > 0:
+		r = retirement{reason: "max_memory", err: fmt.Errorf("rss %d bytes", rss)}
 	}
-	if s.w == nil {
-		msg.reply <- fmt.Errorf("worker %d: not replaced: it failed and is restarting", s.id)
+	if r.reason == "" {
+		s.state = StateReady
+		p.idle = append(p.idle, s)
+	} else {
+		s.state = StateStopping
+		s.retire <- r
+	}
+	p.dispatchLocked()
+}
+
+func reasonFor(err error) string {
+	switch {
+	case errors.Is(err, worker.ErrExecTimeout):
+		return "exec_timeout"
+	case errors.Is(err, worker.ErrProtocol):
+		return "protocol"
+	case errors.Is(err, worker.ErrAbandoned):
+		return "abandoned"
+	}
+	return "crash"
+}
+
+// takeOutLocked takes the slot's worker out of service for reason: at once when it is ready
+// (true), or once its request is done, when release sends the retirement (false).
+func (p *Pool) takeOutLocked(s *slot, reason string) bool {
+	if s.state != StateReady {
+		s.want = reason
 		return false
 	}
-	msg.reply <- s.reset()
-	return false
+	for i, t := range p.idle {
+		if t == s {
+			p.idle = append(p.idle[:i], p.idle[i+1:]...)
+			break
+		}
+	}
+	s.state = StateStopping
+	return true
 }
 
-// exec runs a batch on the current worker and deals with the outcome.
-func (s *slot) exec(batch []*job) {
-	frames := make([][]byte, len(batch))
-	for i, j := range batch {
-		frames[i] = j.frame
+// supervise is the slot's supervisor goroutine: it watches the slot's worker, replaces it when
+// it dies or must go, replaces it on Reset, and stops it on Stop.
+func (p *Pool) supervise(s *slot, w *worker.Worker) {
+	defer p.wg.Done()
+	failures := 0
+	for {
+		var r retirement
+		var ok bool
+		r, w, ok = p.watch(s, w) // w changes when a reset replaced it
+		if !ok {
+			return
+		}
+		p.obs.WorkerReplaced(r.reason)
+		if r.reason == "abandoned" {
+			// Stopped on purpose: its client left while PHP was streaming to it.
+			p.log.Info("replacing worker", "worker", s.id, "pid", w.PID(), "reason", r.reason, "err", r.err)
+		} else if r.err != nil {
+			p.log.Error("worker failed; replacing it", "worker", s.id, "pid", w.PID(), "reason", r.reason, "err", r.err)
+			// A script that dies by itself right after boot counts towards backoff, so it cannot
+			// loop hot. A SIGKILL came from outside the script (an operator, the OOM killer,
+			// exec_timeout) and says nothing about its code: the replacement boots at once.
+			p.mu.Lock()
+			early := time.Since(w.Started()) < time.Second && s.jobs == 0
+			p.mu.Unlock()
+			if early && !w.KilledBySIGKILL() {
+				failures++
+			} else {
+				failures = 0
+			}
+		} else {
+			p.log.Info("replacing worker", "worker", s.id, "pid", w.PID(), "reason", r.reason)
+		}
+		p.stopWorker(w)
+		p.setState(s, StateStarting, nil)
+		if w = p.boot(s, &failures); w == nil {
+			return
+		}
+		p.publish(s, w)
+		p.log.Info("worker started", "worker", s.id, "pid", w.PID())
 	}
-	w := s.w
-	start := time.Now()
-	s.mu.Lock()
-	s.info.State = StateBusy
-	s.busySince = start
-	s.mu.Unlock()
-	answered, started, err := w.Exec(frames, s.p.opts.ExecTimeout, func(i int, payload []byte) {
-		batch[i].done <- Result{Payload: payload, PID: w.PID()}
-	})
-	s.jobs += answered
-	s.mu.Lock()
-	s.info.Requests += int64(answered)
-	s.mu.Unlock()
+}
+
+// watch waits until the slot's worker must be replaced and says why, with the worker in place
+// by then (a reset replaces it meanwhile); false when the pool is stopping and the worker has
+// been stopped.
+func (p *Pool) watch(s *slot, w *worker.Worker) (retirement, *worker.Worker, bool) {
+	exited := w.Exited()
+	for {
+		select {
+		case <-exited:
+			p.mu.Lock()
+			out := p.takeOutLocked(s, "crash")
+			p.mu.Unlock()
+			if out {
+				return retirement{reason: "crash", err: fmt.Errorf("while idle: %w", w.ExitError())}, w, true
+			}
+			exited = nil // busy: its request goroutine finds out and sends the retirement
+		case r := <-s.retire:
+			return r, w, true
+		case msg := <-s.ctl:
+			nw, err := p.replace(s, w, msg.ctx)
+			if nw != nil {
+				w, exited = nw, nw.Exited()
+			}
+			msg.reply <- err
+		case <-p.stopped:
+			p.mu.Lock()
+			out := p.takeOutLocked(s, "stop")
+			p.mu.Unlock()
+			if !out {
+				<-s.retire
+			}
+			p.stopWorker(w)
+			p.setState(s, StateStopping, nil)
+			return retirement{}, w, false
+		}
+	}
+}
+
+// replace boots a replacement for w first, so that a deploy that cannot boot leaves w serving,
+// then stops w once its request is done, and puts the new worker in its place.
+func (p *Pool) replace(s *slot, old *worker.Worker, ctx context.Context) (*worker.Worker, error) {
+	nw, err := worker.Start(ctx, p.workerOptions(s))
 	if err != nil {
-		rest := batch[answered:]
-		if started {
-			rest[0].done <- Result{Err: err, PID: w.PID()}
-			rest = rest[1:]
-		}
-		reason := "crash"
-		switch {
-		case errors.Is(err, worker.ErrExecTimeout):
-			reason = "exec_timeout"
-		case errors.Is(err, worker.ErrProtocol):
-			reason = "protocol"
-		}
-		s.replace(reason, err)
-		s.p.requeue(rest)
-		return
+		p.log.Error("worker not replaced: its replacement failed to start", "worker", s.id, "pid", old.PID(), "err", err)
+		return nil, fmt.Errorf("replace worker %d: %w", s.id, err)
 	}
-	s.p.recordExec(time.Since(start) / time.Duration(answered))
-	s.failures = 0
-	s.setState(StateReady)
-	switch {
-	case s.p.opts.MaxJobs > 0 && s.jobs >= s.p.opts.MaxJobs:
-		s.recycle("max_jobs", nil)
-	case s.p.opts.MaxMemory > 0:
-		if rss, err := w.RSS(); err == nil && rss > s.p.opts.MaxMemory {
-			s.recycle("max_memory", "rss_bytes", rss)
+	p.mu.Lock()
+	out := p.takeOutLocked(s, "reset")
+	p.mu.Unlock()
+	if !out {
+		r := <-s.retire // the request running on it is done
+		if r.err != nil {
+			p.log.Error("worker failed while being replaced", "worker", s.id, "pid", old.PID(), "reason", r.reason, "err", r.err)
 		}
 	}
+	p.stopWorker(old)
+	p.publish(s, nw)
+	p.obs.WorkerReplaced("reset")
+	p.log.Info("worker replaced", "worker", s.id, "old_pid", old.PID(), "pid", nw.PID(), "reason", "reset")
+	return nw, nil
 }
 
-// recycle stops a healthy worker that reached a limit; the next loop boots a fresh one.
-func (s *slot) recycle(reason string, attrs ...any) {
-	s.p.obs.WorkerReplaced(reason)
-	attrs = append(attrs, "worker", s.id, "pid", s.w.PID(), "reason", reason, "requests", s.jobs)
-	s.p.log.Info("replacing worker", attrs...)
-	s.stopWorker()
-}
-
-// replace records a worker that died or was killed; the next loop boots a fresh one.
-func (s *slot) replace(reason string, err error) {
-	s.p.obs.WorkerReplaced(reason)
-	s.p.log.Error("worker failed; replacing it", "worker", s.id, "pid", s.w.PID(), "reason", reason, "err", err)
-	// A script that dies by itself right after boot counts towards backoff, so it cannot loop
-	// hot. A SIGKILL came from outside the script (an operator, the OOM killer, exec_timeout)
-	// and says nothing about its code: the replacement boots at once.
-	if time.Since(s.w.Started()) < time.Second && s.jobs == 0 && !s.w.KilledBySIGKILL() {
-		s.failures++
+// stopWorker stops an idle worker, giving it stop_timeout to exit (the pool's stop budget when
+// the pool is stopping); a dead one is only reaped.
+func (p *Pool) stopWorker(w *worker.Worker) {
+	p.mu.Lock()
+	ctx := p.stopCtx
+	p.mu.Unlock()
+	if ctx == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(p.life, p.opts.StopTimeout)
+		defer cancel()
 	}
-	s.clearWorker()
+	w.Stop(ctx)
 }
 
-// clearWorker forgets the current worker, which has exited.
-func (s *slot) clearWorker() {
-	s.w = nil
-	s.mu.Lock()
-	s.cur = nil
-	s.info = WorkerInfo{State: StateStarting} // no pid or uptime of a process that is gone
-	s.mu.Unlock()
-}
-
-func (s *slot) stopWorker() {
-	s.setState(StateStopping)
-	ctx, cancel := s.stopContext()
-	defer cancel()
-	s.w.Stop(ctx)
-	s.clearWorker()
-}
-
-func (s *slot) stopContext() (context.Context, context.CancelFunc) {
-	if s.p.opts.StopTimeout <= 0 {
-		return context.WithCancel(context.Background())
-	}
-	return context.WithTimeout(context.Background(), s.p.opts.StopTimeout)
-}
-
-func (s *slot) stop() {
-	if s.w != nil {
-		s.stopWorker()
-	}
+func (p *Pool) setState(s *slot, st State, w *worker.Worker) {
+	p.mu.Lock()
+	s.state, s.w = st, w
+	p.mu.Unlock()
 }
 
 // backoffDelay is the wait before boot attempt n (n consecutive failures so far).
@@ -300,79 +305,67 @@ func backoffDelay(n int) time.Duration {
 	return min(d, 10*time.Second)
 }
 
-// boot starts a worker for the slot, backing off exponentially after failures. It returns false
-// if the pool is stopping.
-func (s *slot) boot() bool {
+// boot starts a worker for the slot, backing off exponentially after failures. Reset requests
+// meanwhile are answered with an error: there is nothing to replace. It returns nil if the pool
+// is stopping.
+func (p *Pool) boot(s *slot, failures *int) *worker.Worker {
+	ctx, cancel := context.WithCancel(p.life)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.stopped:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for {
-		if d := backoffDelay(s.failures); d > 0 {
-			s.setState(StateBackoff)
+		if d := backoffDelay(*failures); d > 0 {
+			p.setState(s, StateBackoff, nil)
 			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case msg := <-s.ctl:
-				t.Stop()
-				if msg.kind == ctlStop {
-					s.setState(StateStopping)
-					return false
+			for waiting := true; waiting; {
+				select {
+				case <-t.C:
+					waiting = false
+				case msg := <-s.ctl:
+					msg.reply <- fmt.Errorf("worker %d: not replaced: it is restarting after failures", s.id)
+				case <-ctx.Done():
+					t.Stop()
+					p.setState(s, StateStopping, nil)
+					return nil
 				}
-				msg.reply <- fmt.Errorf("worker %d: not replaced: it is restarting after failures", s.id)
-				continue
 			}
 		}
-		s.setState(StateStarting)
-		ctx, cancel := context.WithCancel(context.Background())
-		stopped := make(chan bool, 1)
-		go func() { // a stop must not wait for a slow boot
-			select {
-			case msg := <-s.ctl:
-				if msg.kind == ctlStop {
-					cancel()
-					stopped <- true
-					return
-				}
-				msg.reply <- fmt.Errorf("worker %d: not replaced: it is starting", s.id)
-				stopped <- false
-			case <-ctx.Done():
-				stopped <- false
-			}
+		p.setState(s, StateStarting, nil)
+		type result struct {
+			w   *worker.Worker
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			w, err := worker.Start(ctx, p.workerOptions(s))
+			done <- result{w, err}
 		}()
-		w, err := worker.Start(ctx, s.workerOptions())
-		cancel()
-		if <-stopped {
-			if w != nil {
-				w.Kill()
-				<-w.Exited()
+		var res result
+		for waiting := true; waiting; {
+			select {
+			case res = <-done:
+				waiting = false
+			case msg := <-s.ctl:
+				msg.reply <- fmt.Errorf("worker %d: not replaced: it is starting", s.id)
 			}
-			s.setState(StateStopping)
-			return false
 		}
-		if err == nil {
-			s.setWorker(w)
-			s.p.log.Info("worker started", "worker", s.id, "pid", w.PID())
-			return true
+		if ctx.Err() != nil {
+			if res.w != nil {
+				res.w.Kill()
+				<-res.w.Exited()
+			}
+			p.setState(s, StateStopping, nil)
+			return nil
 		}
-		s.failures++
-		s.p.log.Error("worker failed to start", "worker", s.id, "attempt", s.failures, "retry_in", backoffDelay(s.failures).String(), "err", err)
+		if res.err == nil {
+			return res.w
+		}
+		*failures++
+		p.log.Error("worker failed to start", "worker", s.id, "attempt", *failures, "retry_in", backoffDelay(*failures).String(), "err", res.err)
 	}
-}
-
-// reset replaces the slot's idle worker: boot a new one first, so a broken deploy leaves the
-// old one serving, then stop the old one.
-func (s *slot) reset() error {
-	old := s.w
-	s.setState(StateStarting)
-	w, err := worker.Start(context.Background(), s.workerOptions())
-	if err != nil {
-		s.setState(StateReady)
-		s.p.log.Error("worker not replaced: its replacement failed to start", "worker", s.id, "pid", old.PID(), "err", err)
-		return fmt.Errorf("replace worker %d: %w", s.id, err)
-	}
-	s.setState(StateStopping)
-	ctx, cancel := s.stopContext()
-	old.Stop(ctx)
-	cancel()
-	s.setWorker(w)
-	s.p.obs.WorkerReplaced("reset")
-	s.p.log.Info("worker replaced", "worker", s.id, "old_pid", old.PID(), "pid", w.PID(), "reason", "reset")
-	return nil
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // Version is the protocol version carried in every frame header.
-const Version = 1
+const Version = 2
 
 // HeaderSize is the size of a frame header in bytes.
 const HeaderSize = 12
@@ -29,6 +29,28 @@ const (
 	TypeResponse Type = 3
 	TypeStop     Type = 4
 	TypeError    Type = 5
+	TypeBody     Type = 6
+	TypeHints    Type = 7
+)
+
+// Flags of RESPONSE and BODY frames.
+const (
+	// FlagMore says more of the body follows in BODY frames.
+	FlagMore uint16 = 1 << 0
+	// FlagFlush asks the server to send the body so far to the client now.
+	FlagFlush uint16 = 1 << 1
+)
+
+// Limits on what a worker may send; docs/protocol.md states them.
+const (
+	// MaxWorkerFrame is the largest payload of a frame from a worker.
+	MaxWorkerFrame = 2 << 20
+	// MaxHead is the largest head of a RESPONSE or HINTS frame.
+	MaxHead = 256 << 10
+	// MaxHeaderFields is the most header fields a RESPONSE or HINTS frame may carry.
+	MaxHeaderFields = 1000
+	// MaxPayload is the largest payload any frame can describe: its length is a u32.
+	MaxPayload = 1<<32 - 1
 )
 
 func (t Type) String() string {
@@ -43,6 +65,10 @@ func (t Type) String() string {
 		return "STOP"
 	case TypeError:
 		return "ERROR"
+	case TypeBody:
+		return "BODY"
+	case TypeHints:
+		return "HINTS"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
@@ -85,15 +111,21 @@ func ParseHeader(b []byte) (Header, error) {
 		ID:     binary.LittleEndian.Uint32(b[4:]),
 		Length: binary.LittleEndian.Uint32(b[8:]),
 	}
-	if h.Type < TypeReady || h.Type > TypeError {
+	if h.Type < TypeReady || h.Type > TypeHints {
 		return Header{}, fmt.Errorf("%w: %d (first bytes %q)", ErrType, b[1], b[:HeaderSize])
 	}
 	return h, nil
 }
 
-// AppendFrame appends a whole frame with the given payload to dst.
+// AppendFrame appends a whole frame with the given payload to dst. The payload must be shorter
+// than MaxPayload; the frames built with it (STOP, tests) are small.
 func AppendFrame(dst []byte, t Type, id uint32, payload []byte) []byte {
-	dst = AppendHeader(dst, Header{Type: t, ID: id, Length: uint32(len(payload))})
+	return AppendFlagged(dst, t, 0, id, payload)
+}
+
+// AppendFlagged is AppendFrame with flags.
+func AppendFlagged(dst []byte, t Type, flags uint16, id uint32, payload []byte) []byte {
+	dst = AppendHeader(dst, Header{Type: t, Flags: flags, ID: id, Length: uint32(len(payload))})
 	return append(dst, payload...)
 }
 

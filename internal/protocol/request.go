@@ -31,6 +31,9 @@ type Request struct {
 	// Form holds multipart fields url-encoded; empty for other bodies.
 	Form  string
 	Files []File
+	// Params are server parameters (CGI variables the server computed, e.g. SCRIPT_FILENAME),
+	// written as they are.
+	Params []Field
 	// Headers are written with lower-cased names, in order.
 	Headers []Field
 	Body    []byte
@@ -40,9 +43,19 @@ type Request struct {
 const fixedFields = 12
 
 // AppendRequest appends a REQUEST frame for r with the given id to dst. Header names are
-// lower-cased as they are appended. It fails only if a field contains a NUL byte, which the
-// head's layout cannot carry.
+// lower-cased as they are appended. It fails if a field contains a NUL byte, which the head's
+// layout cannot carry, or if the frame would be longer than a frame can say (ErrTooLarge).
 func AppendRequest(dst []byte, id uint32, r *Request) ([]byte, error) {
+	dst, err := AppendRequestHead(dst, id, r, int64(len(r.Body)))
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, r.Body...), nil
+}
+
+// AppendRequestHead appends a REQUEST frame for r whose body, bodyLen bytes, the caller writes
+// after it; r.Body is ignored. The frame's length counts the body.
+func AppendRequestHead(dst []byte, id uint32, r *Request, bodyLen int64) ([]byte, error) {
 	start := len(dst)
 	dst = AppendHeader(dst, Header{Type: TypeRequest, ID: id})
 	dst = append(dst, 0, 0, 0, 0) // head_len, patched below
@@ -69,6 +82,14 @@ func AppendRequest(dst []byte, id uint32, r *Request) ([]byte, error) {
 		dst = append(dst, 0)
 		dst = append(dst, f.TempPath...)
 	}
+	dst = append(dst, 0)
+	dst = strconv.AppendInt(dst, int64(len(r.Params)), 10)
+	for _, p := range r.Params {
+		dst = append(dst, 0)
+		dst = append(dst, p.Name...)
+		dst = append(dst, 0)
+		dst = append(dst, p.Value...)
+	}
 	for _, h := range r.Headers {
 		dst = append(dst, 0)
 		dst = appendLower(dst, h.Name)
@@ -76,13 +97,17 @@ func AppendRequest(dst []byte, id uint32, r *Request) ([]byte, error) {
 		dst = append(dst, h.Value...)
 	}
 	head := dst[headStart:]
-	// One field per NUL: fixed fields, files, header pairs. A NUL inside a value would shift them.
-	if want := fixedFields - 1 + 6*len(r.Files) + 2*len(r.Headers); bytes.Count(head, []byte{0}) != want {
+	// One field per NUL: fixed fields, files, params, header pairs. A NUL inside a value would
+	// shift them.
+	if want := fixedFields + 6*len(r.Files) + 2*len(r.Params) + 2*len(r.Headers); bytes.Count(head, []byte{0}) != want {
 		return dst[:start], fmt.Errorf("%w: a request field contains a NUL byte", ErrMalformed)
 	}
+	total := int64(len(dst)-start-HeaderSize) + bodyLen
+	if bodyLen < 0 || total > MaxPayload {
+		return dst[:start], fmt.Errorf("%w: a request of %d bytes", ErrTooLarge, total)
+	}
 	binary.LittleEndian.PutUint32(dst[headStart-4:], uint32(len(head)))
-	dst = append(dst, r.Body...)
-	binary.LittleEndian.PutUint32(dst[start+8:], uint32(len(dst)-start-HeaderSize))
+	binary.LittleEndian.PutUint32(dst[start+8:], uint32(total))
 	return dst, nil
 }
 
@@ -133,6 +158,18 @@ func DecodeRequest(payload []byte) (*Request, error) {
 		}
 		r.Files = append(r.Files, File{Field: s(i), Name: s(i + 1), Type: s(i + 2), Size: size, Error: code, TempPath: s(i + 5)})
 		i += 6
+	}
+	if i >= len(parts) {
+		return nil, fmt.Errorf("%w: no parameter count", ErrMalformed)
+	}
+	np, err := strconv.Atoi(s(i))
+	if err != nil || np < 0 || np > (len(parts)-i-1)/2 {
+		return nil, fmt.Errorf("%w: parameter count %q", ErrMalformed, parts[i])
+	}
+	i++
+	for ; np > 0; np-- {
+		r.Params = append(r.Params, Field{Name: s(i), Value: s(i + 1)})
+		i += 2
 	}
 	if (len(parts)-i)%2 != 0 {
 		return nil, fmt.Errorf("%w: odd number of header fields", ErrMalformed)

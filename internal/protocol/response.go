@@ -13,8 +13,9 @@ type Response struct {
 	Body    []byte
 }
 
-// DecodeResponse parses a RESPONSE payload. Body and the header strings' bytes are taken from
-// payload (Body aliases it), so payload must not be reused while the Response is in use.
+// DecodeResponse parses a RESPONSE payload. Body is taken from payload (it aliases it), so
+// payload must not be reused while Body is in use; header strings are copies. A head longer than
+// MaxHead or with more than MaxHeaderFields fields is refused with ErrTooLarge.
 func DecodeResponse(payload []byte) (Response, error) {
 	if len(payload) < 6 {
 		return Response{}, fmt.Errorf("%w: response payload of %d bytes", ErrMalformed, len(payload))
@@ -27,16 +28,31 @@ func DecodeResponse(payload []byte) (Response, error) {
 	if uint64(headLen) > uint64(len(payload)-6) {
 		return Response{}, fmt.Errorf("%w: head length %d exceeds payload of %d bytes", ErrMalformed, headLen, len(payload))
 	}
-	resp := Response{Status: status, Body: payload[6+headLen:]}
-	head := payload[6 : 6+headLen]
+	headers, err := DecodeFields(payload[6 : 6+headLen])
+	if err != nil {
+		return Response{}, err
+	}
+	return Response{Status: status, Headers: headers, Body: payload[6+headLen:]}, nil
+}
+
+// DecodeFields parses header name/value pairs joined by NUL bytes: the head of a RESPONSE, or
+// a HINTS payload. A head longer than MaxHead or with more than MaxHeaderFields fields is refused
+// with ErrTooLarge before anything is allocated for it.
+func DecodeFields(head []byte) ([]Field, error) {
 	if len(head) == 0 {
-		return resp, nil
+		return nil, nil
+	}
+	if len(head) > MaxHead {
+		return nil, fmt.Errorf("%w: response head of %d bytes, at most %d", ErrTooLarge, len(head), MaxHead)
 	}
 	n := bytes.Count(head, []byte{0}) + 1
 	if n%2 != 0 {
-		return Response{}, fmt.Errorf("%w: odd number of response header fields", ErrMalformed)
+		return nil, fmt.Errorf("%w: odd number of response header fields", ErrMalformed)
 	}
-	resp.Headers = make([]Field, 0, n/2)
+	if n/2 > MaxHeaderFields {
+		return nil, fmt.Errorf("%w: %d response header fields, at most %d", ErrTooLarge, n/2, MaxHeaderFields)
+	}
+	fields := make([]Field, 0, n/2)
 	for len(head) > 0 {
 		i := bytes.IndexByte(head, 0)
 		name := head[:i]
@@ -49,11 +65,11 @@ func DecodeResponse(payload []byte) (Response, error) {
 			value, head = head[:j], head[j+1:]
 		}
 		if len(name) == 0 {
-			return Response{}, fmt.Errorf("%w: empty response header name", ErrMalformed)
+			return nil, fmt.Errorf("%w: empty response header name", ErrMalformed)
 		}
-		resp.Headers = append(resp.Headers, Field{Name: string(name), Value: string(value)})
+		fields = append(fields, Field{Name: string(name), Value: string(value)})
 	}
-	return resp, nil
+	return fields, nil
 }
 
 // AppendResponse appends a RESPONSE frame to dst. The PHP library does this in production; the

@@ -19,8 +19,10 @@ var update = flag.Bool("update", false, "rewrite testdata/protocol/vectors.json"
 type vector struct {
 	Name     string          `json:"name"`
 	Type     string          `json:"type"`
+	Flags    uint16          `json:"flags"`
 	ID       uint32          `json:"id"`
-	Text     string          `json:"text,omitempty"` // READY and ERROR payloads
+	Text     string          `json:"text,omitempty"`   // READY, ERROR and BODY payloads
+	Fields   [][2]string     `json:"fields,omitempty"` // HINTS payloads
 	Request  *vectorRequest  `json:"request,omitempty"`
 	Response *vectorResponse `json:"response,omitempty"`
 	Hex      string          `json:"hex"`
@@ -32,6 +34,7 @@ type vectorRequest struct {
 	ServerAddr, ServerPort, Scheme     string
 	Form                               string
 	Files                              []File
+	Params                             [][2]string
 	Headers                            [][2]string
 	Body                               string // base64
 }
@@ -75,6 +78,7 @@ func vectorRequests() []struct {
 		{"request-multipart", 42, Request{
 			Method: "POST", URI: "/form", Path: "/form", Protocol: "HTTP/1.1", RemoteAddr: "10.0.0.1", RemotePort: "999",
 			ServerAddr: "10.0.0.2", ServerPort: "443", Scheme: "https", Form: "title=Hello+world&tags[]=a&tags[]=b",
+			Params: []Field{{"SCRIPT_FILENAME", "/srv/www/form.php"}, {"SCRIPT_NAME", "/form.php"}, {"PATH_INFO", ""}},
 			Files: []File{
 				{Field: "avatar", Name: "me.png", Type: "image/png", Size: 1234, Error: 0, TempPath: "/tmp/peregrine-upload-1"},
 				{Field: "docs[]", Name: "", Type: "", Size: 0, Error: 4, TempPath: ""},
@@ -107,6 +111,11 @@ func buildVectors(t *testing.T) []vector {
 	vs = append(vs, vector{Name: "ready", Type: "READY", Text: "8.2.36", Hex: hex.EncodeToString(AppendFrame(nil, TypeReady, 0, []byte("8.2.36")))})
 	vs = append(vs, vector{Name: "stop", Type: "STOP", Hex: hex.EncodeToString(AppendFrame(nil, TypeStop, 0, nil))})
 	vs = append(vs, vector{Name: "error", Type: "ERROR", Text: "bad frame", Hex: hex.EncodeToString(AppendFrame(nil, TypeError, 0, []byte("bad frame")))})
+	vs = append(vs, vector{Name: "body-more-flush", Type: "BODY", Flags: FlagMore | FlagFlush, ID: 7, Text: "data: 1\n\n",
+		Hex: hex.EncodeToString(AppendFlagged(nil, TypeBody, FlagMore|FlagFlush, 7, []byte("data: 1\n\n")))})
+	vs = append(vs, vector{Name: "body-last", Type: "BODY", ID: 7, Hex: hex.EncodeToString(AppendFlagged(nil, TypeBody, 0, 7, nil))})
+	vs = append(vs, vector{Name: "hints", Type: "HINTS", ID: 3, Fields: [][2]string{{"Link", "</app.css>; rel=preload; as=style"}, {"Link", "</app.js>; rel=preload; as=script"}},
+		Hex: hex.EncodeToString(AppendFrame(nil, TypeHints, 3, []byte("Link\x00</app.css>; rel=preload; as=style\x00Link\x00</app.js>; rel=preload; as=script")))})
 	for _, c := range vectorRequests() {
 		b, err := AppendRequest(nil, c.id, &c.req)
 		if err != nil {
@@ -117,6 +126,9 @@ func buildVectors(t *testing.T) []vector {
 			Scheme: c.req.Scheme, Form: c.req.Form, Files: c.req.Files, Body: base64.StdEncoding.EncodeToString(c.req.Body)}
 		for _, h := range c.req.Headers {
 			vr.Headers = append(vr.Headers, [2]string{string(appendLower(nil, h.Name)), h.Value})
+		}
+		for _, p := range c.req.Params {
+			vr.Params = append(vr.Params, [2]string{p.Name, p.Value})
 		}
 		vs = append(vs, vector{Name: c.name, Type: "REQUEST", ID: c.id, Request: vr, Hex: hex.EncodeToString(b)})
 	}

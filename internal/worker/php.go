@@ -2,6 +2,7 @@ package worker
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -38,4 +39,23 @@ func LookPath(program string) (string, error) {
 		return "", fmt.Errorf("PHP not found: looked for %q in PATH (%w); install PHP 8.2 CLI with: apt-get install php8.2-cli php8.2-opcache", program, err)
 	}
 	return "", fmt.Errorf("worker command not found: looked for %q (%w); check workers.command", program, err)
+}
+
+// NativeProgram is the file name of Peregrine's native PHP runtime, built beside peregrine.
+const NativeProgram = "peregrine-php"
+
+// LookNative finds the native runtime: beside the running executable first (bin/peregrine and
+// bin/peregrine-php, as make builds them), then in PATH.
+func LookNative() (string, error) {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), NativeProgram)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(NativeProgram); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("the native PHP runtime (%s) is not beside peregrine or in PATH: build it with `make build` "+
+		"(it needs apt-get install libphp8.2-embed php8.2-dev), or set workers.runtime: cli", NativeProgram)
 }

@@ -1,14 +1,12 @@
 // Package worker owns one PHP worker process: starting it with its protocol pipes, waiting for it
-// to boot, running batches of requests on it, reading its STDOUT and STDERR into the log, and
-// stopping or killing it. It does not queue, retry or restart anything: the pool decides that.
+// to boot, running requests on it (Exec) under the conversation rules of docs/protocol.md (order,
+// request ids, sizes), reading its STDOUT and STDERR into the log, and stopping or killing it.
+// It does not queue, retry or restart anything, and it knows nothing of HTTP: the pool decides
+// what happens to a worker, and its package doc draws a worker's life.
 //
-// A worker moves through these states; only the pool drives the transitions:
-//
-//	Start ──> booting ──READY──> ready <──> (Exec) ──> ready
-//	             │                 │  │
-//	             │ exit            │  └── Stop: STOP frame, wait stop_timeout, then SIGKILL
-//	             v                 v
-//	          BootError         exited (crash, kill, exec timeout, protocol error)
+// A process is watched from the moment it starts: its exit is noticed from its exit status
+// (os/exec's Wait), never from end of file on a pipe, which a child the worker spawned may hold
+// open. Kill signals the whole process group.
 package worker
 
 import (
@@ -38,8 +36,6 @@ type Options struct {
 	Env []string
 	// BootTimeout bounds how long the process may take to send READY.
 	BootTimeout time.Duration
-	// MaxFrame bounds the payload of a frame read from the worker.
-	MaxFrame uint32
 	// Logger receives the worker's output and events; every record carries the pid.
 	Logger *slog.Logger
 }
@@ -50,16 +46,32 @@ var (
 	ErrExited      = errors.New("worker: process exited")
 	ErrProtocol    = errors.New("worker: protocol violation")
 	ErrBoot        = errors.New("worker: failed to boot")
+	// ErrNotStarted is wrapped, beside one of the above, when the request that failed had not
+	// reached PHP at all: it may safely run elsewhere.
+	ErrNotStarted = errors.New("worker: the request never reached PHP")
+	// ErrAbandoned is what an Answer returns (wrapped) to stop a request whose client is gone
+	// while PHP still sends; Exec kills the worker and reports it, not as a protocol violation.
+	ErrAbandoned = errors.New("worker: the answer's client is gone")
 )
+
+// outputGrace is how long the exit of a process waits for the last lines of its STDOUT and
+// STDERR, which a child it spawned may keep open forever.
+const outputGrace = 200 * time.Millisecond
+
+// exitDrain is how long reads of the protocol pipe may still wait once the process has exited:
+// what it wrote before is in the pipe already, and a child holding the pipe must not stall us.
+const exitDrain = 100 * time.Millisecond
 
 // Worker is one running PHP process.
 type Worker struct {
 	pid     int
 	cmd     *exec.Cmd
-	toPHP   *os.File // fd 3 in the worker
-	fromPHP *os.File // fd 4 in the worker
+	kill    context.CancelFunc // cancels the command's context: exec.Cmd.Cancel kills the group
+	toPHP   *os.File           // fd 3 in the worker
+	fromPHP *os.File           // fd 4 in the worker
 	in      *bufio.Reader
 	out     []byte // reused write buffer for batches
+	payload []byte // reused read buffer for answer frames
 	nextID  uint32
 	opts    Options
 	log     *slog.Logger
@@ -67,7 +79,6 @@ type Worker struct {
 
 	exited  chan struct{} // closed once the process has been reaped
 	exitErr error         // set before exited is closed
-	outputs sync.WaitGroup
 
 	phpVersion string // from READY
 
@@ -79,7 +90,7 @@ const tailLines = 10
 
 // Start starts the process and waits until it sends READY, ctx is cancelled or BootTimeout
 // passes. On failure the process is killed and reaped, and the error wraps ErrBoot with PHP's
-// own last output lines.
+// own last output lines. ctx bounds the boot only; Stop and Kill end the process.
 func Start(ctx context.Context, opts Options) (*Worker, error) {
 	if len(opts.Argv) == 0 {
 		return nil, fmt.Errorf("%w: empty command", ErrBoot)
@@ -87,29 +98,18 @@ func Start(ctx context.Context, opts Options) (*Worker, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.MaxFrame == 0 {
-		opts.MaxFrame = 1 << 30
+	var files [8]*os.File // reqR, reqW, respR, respW, outR, outW, errR, errW
+	for i := 0; i < len(files); i += 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(files[:i]...)
+			return nil, fmt.Errorf("%w: pipe: %w", ErrBoot, err)
+		}
+		files[i], files[i+1] = r, w
 	}
-	reqR, reqW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("%w: request pipe: %w", ErrBoot, err)
-	}
-	respR, respW, err := os.Pipe()
-	if err != nil {
-		closeAll(reqR, reqW)
-		return nil, fmt.Errorf("%w: response pipe: %w", ErrBoot, err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		closeAll(reqR, reqW, respR, respW)
-		return nil, fmt.Errorf("%w: output pipe: %w", ErrBoot, err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		closeAll(reqR, reqW, respR, respW, outR, outW)
-		return nil, fmt.Errorf("%w: output pipe: %w", ErrBoot, err)
-	}
-	cmd := exec.Command(opts.Argv[0], opts.Argv[1:]...)
+	reqR, reqW, respR, respW, outR, outW, errR, errW := files[0], files[1], files[2], files[3], files[4], files[5], files[6], files[7]
+	life, kill := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(life, opts.Argv[0], opts.Argv[1:]...)
 	cmd.Dir = opts.Dir
 	cmd.Env = opts.Env
 	cmd.Stdout = outW
@@ -119,15 +119,21 @@ func Start(ctx context.Context, opts Options) (*Worker, error) {
 		Setpgid:   true,            // a terminal's Ctrl-C reaches the server only; it stops workers itself
 		Pdeathsig: syscall.SIGKILL, // the workers never outlive a server that was killed
 	}
+	cmd.Cancel = func() error {
+		// The group: a child the script started (exec, proc_open) goes with it.
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
 	startErr := cmd.Start()
 	closeAll(reqR, respW, outW, errW) // the child's ends
 	if startErr != nil {
+		kill()
 		closeAll(reqW, respR, outR, errR)
 		return nil, fmt.Errorf("%w: %s: %w", ErrBoot, opts.Argv[0], startErr)
 	}
 	w := &Worker{
 		pid:     cmd.Process.Pid,
 		cmd:     cmd,
+		kill:    kill,
 		toPHP:   reqW,
 		fromPHP: respR,
 		in:      bufio.NewReaderSize(respR, 64<<10),
@@ -136,18 +142,33 @@ func Start(ctx context.Context, opts Options) (*Worker, error) {
 		started: time.Now(),
 		exited:  make(chan struct{}),
 	}
-	w.outputs.Add(2)
-	go w.copyOutput(outR, "stdout", slog.LevelInfo)
-	go w.copyOutput(errR, "stderr", slog.LevelWarn)
+	var outputs sync.WaitGroup
+	outputs.Add(2)
+	go w.copyOutput(&outputs, outR, "stdout", slog.LevelInfo)
+	go w.copyOutput(&outputs, errR, "stderr", slog.LevelWarn)
 	go func() {
 		err := cmd.Wait()
-		w.outputs.Wait() // so that crash reports include the last lines
+		// What the script started in its group goes with it, as with Kill: no process outlives
+		// its worker (a child that called setsid has left the group and is on its own).
+		_ = syscall.Kill(-w.pid, syscall.SIGKILL)
+		// The last lines make the crash report; a child that inherited STDOUT may keep the pipes
+		// open, so wait for them briefly, then close our ends.
+		done := make(chan struct{})
+		go func() { outputs.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(outputGrace):
+			closeAll(outR, errR)
+		}
 		w.exitErr = err
 		close(w.exited)
+		_ = w.fromPHP.SetReadDeadline(time.Now().Add(exitDrain))
+		_ = w.toPHP.SetWriteDeadline(time.Now())
 	}()
 	if err := w.awaitReady(ctx); err != nil {
 		w.Kill()
 		<-w.exited
+		w.closeFiles()
 		return nil, fmt.Errorf("%w: %w%s", ErrBoot, err, w.describeExit())
 	}
 	return w, nil
@@ -158,15 +179,17 @@ func (w *Worker) awaitReady(ctx context.Context) error {
 	if w.opts.BootTimeout <= 0 {
 		deadline = time.Time{}
 	}
-	if err := w.fromPHP.SetReadDeadline(deadline); err != nil {
+	if err := w.setReadDeadline(deadline); err != nil {
 		return err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = w.fromPHP.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
-	h, payload, err := protocol.ReadFrame(w.in, w.opts.MaxFrame)
+	h, payload, err := w.readFrame()
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
+	case w.hasExited() && err != nil:
+		return errors.New("the process exited before it was ready")
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return fmt.Errorf("no READY within %s (boot_timeout); does the script call Peregrine\\Worker::create()->serve()?", w.opts.BootTimeout)
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
@@ -180,7 +203,28 @@ func (w *Worker) awaitReady(ctx context.Context) error {
 		return fmt.Errorf("%w: got %s before READY", ErrProtocol, h.Type)
 	}
 	w.phpVersion = string(payload)
-	return w.fromPHP.SetReadDeadline(time.Time{})
+	return nil
+}
+
+// setReadDeadline sets the protocol pipe's read deadline, never later than the short drain that
+// follows the process's exit.
+func (w *Worker) setReadDeadline(t time.Time) error {
+	if err := w.fromPHP.SetReadDeadline(t); err != nil {
+		return err
+	}
+	if w.hasExited() {
+		return w.fromPHP.SetReadDeadline(time.Now().Add(exitDrain))
+	}
+	return nil
+}
+
+func (w *Worker) hasExited() bool {
+	select {
+	case <-w.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 // PID returns the process id.
@@ -197,8 +241,8 @@ func (w *Worker) Exited() <-chan struct{} { return w.exited }
 
 // copyOutput logs the worker's STDOUT or STDERR line by line. Lines longer than the buffer are
 // logged in pieces rather than held back.
-func (w *Worker) copyOutput(r *os.File, stream string, level slog.Level) {
-	defer w.outputs.Done()
+func (w *Worker) copyOutput(wg *sync.WaitGroup, r *os.File, stream string, level slog.Level) {
+	defer wg.Done()
 	defer r.Close()
 	br := bufio.NewReaderSize(r, 16<<10)
 	for {
@@ -287,16 +331,20 @@ func exitStatus(err error) string {
 	return "exit code 0"
 }
 
-// Kill sends SIGKILL to the worker's process group. It does not wait.
+// Kill sends SIGKILL to the worker's process group. It does not wait; Exited says when the
+// process is gone.
 func (w *Worker) Kill() {
-	_ = syscall.Kill(-w.pid, syscall.SIGKILL)
+	w.kill()
 }
 
-// Stop asks the worker to exit (STOP frame and end of file on its request pipe) and waits for
-// it until ctx is done, then kills it. It returns once the process has been reaped.
+// Stop asks an idle worker to exit (STOP frame and end of file on its request pipe) and waits
+// for it until ctx is done, then kills it. It returns once the process has been reaped.
 func (w *Worker) Stop(ctx context.Context) {
-	_, _ = w.toPHP.Write(protocol.AppendFrame(nil, protocol.TypeStop, 0, nil))
-	_ = w.toPHP.Close()
+	if ctx.Err() == nil {
+		_ = w.toPHP.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = w.toPHP.Write(protocol.AppendFrame(nil, protocol.TypeStop, 0, nil))
+		_ = w.toPHP.Close()
+	}
 	select {
 	case <-w.exited:
 	case <-ctx.Done():

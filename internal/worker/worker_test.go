@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -44,7 +45,7 @@ func start(t *testing.T, script string) *Worker {
 	t.Helper()
 	path, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "workers", script))
 	w, err := Start(context.Background(), Options{
-		Argv: []string{"php", path}, Env: append(os.Environ(), "PEREGRINE_PROTOCOL=1"), BootTimeout: 30 * time.Second,
+		Argv: []string{"php", path}, Env: append(os.Environ(), "PEREGRINE_PROTOCOL=2"), BootTimeout: 30 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -66,22 +67,51 @@ func request(t *testing.T, path string) []byte {
 	return b
 }
 
+// collected is an Answer that keeps what it is given.
+type collected struct {
+	status int
+	frames []protocol.Type
+	body   []byte
+}
+
+func (c *collected) Frame(typ protocol.Type, flags uint16, payload []byte) error {
+	c.frames = append(c.frames, typ)
+	if typ == protocol.TypeResponse {
+		r, err := protocol.DecodeResponse(payload)
+		if err != nil {
+			return err
+		}
+		c.status, payload = r.Status, r.Body
+	}
+	c.body = append(c.body, payload...)
+	return nil
+}
+
+func calls(t *testing.T, paths ...string) ([]*Call, []*collected) {
+	t.Helper()
+	var cs []*Call
+	var as []*collected
+	for _, p := range paths {
+		a := &collected{}
+		cs = append(cs, &Call{Frame: request(t, p), Answer: a})
+		as = append(as, a)
+	}
+	return cs, as
+}
+
 func TestExecBatchInOrder(t *testing.T) {
 	w := start(t, "app.php")
 	if w.PHPVersion() == "" {
 		t.Fatal("no PHP version from READY")
 	}
-	frames := [][]byte{request(t, "/pid"), request(t, "/status?code=404"), request(t, "/pid")}
-	var statuses []int
-	n, _, err := w.Exec(frames, time.Minute, func(i int, payload []byte) {
-		r, err := protocol.DecodeResponse(payload)
-		if err != nil {
-			t.Fatal(err)
-		}
-		statuses = append(statuses, r.Status)
-	})
-	if err != nil || n != 3 || !reflect.DeepEqual(statuses, []int{200, 404, 200}) {
-		t.Fatalf("answered %d, err %v, statuses %v", n, err, statuses)
+	cs, as := calls(t, "/pid", "/status?code=404", "/pid")
+	var done []int
+	n, err := w.Exec(context.Background(), cs, time.Minute, func(i int) { done = append(done, i) })
+	if err != nil || n != 3 || !reflect.DeepEqual(done, []int{0, 1, 2}) {
+		t.Fatalf("answered %d, err %v, done %v", n, err, done)
+	}
+	if as[0].status != 200 || as[1].status != 404 || string(as[0].body) != string(as[2].body) {
+		t.Fatalf("answers %+v %+v %+v", as[0], as[1], as[2])
 	}
 }
 
@@ -92,16 +122,18 @@ func TestExecFailures(t *testing.T) {
 		message string
 	}{
 		{"/crash", ErrExited, "exit code 3"},
-		{"/garbage", ErrProtocol, "this is not"},
+		{"/garbage", ErrProtocol, "version"},
 		{"/hang", ErrExecTimeout, "exec_timeout"},
+		// A child holding fd 4 must not hide the death of the worker.
+		{"/spawn-crash", ErrExited, "exit code 3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
 			w := start(t, "app.php")
-			frames := [][]byte{request(t, "/pid"), request(t, tt.path), request(t, "/pid")}
-			n, started, err := w.Exec(frames, 300*time.Millisecond, func(int, []byte) {})
-			if !errors.Is(err, tt.want) || n != 1 || !started || !strings.Contains(err.Error(), tt.message) {
-				t.Fatalf("answered %d started %v err %v", n, started, err)
+			cs, _ := calls(t, "/pid", tt.path, "/pid")
+			n, err := w.Exec(context.Background(), cs, 5*time.Second, nil)
+			if !errors.Is(err, tt.want) || n != 1 || errors.Is(err, ErrNotStarted) || !strings.Contains(err.Error(), tt.message) {
+				t.Fatalf("answered %d err %v", n, err)
 			}
 			select {
 			case <-w.Exited():
@@ -110,6 +142,78 @@ func TestExecFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExecLargeRequestAndAnswer sends requests larger than a pipe holds, each answered with more
+// than a pipe holds, by a worker that answers before the server could have written them whole.
+func TestExecLargeRequestAndAnswer(t *testing.T) {
+	w := start(t, "app.php")
+	for _, size := range []int{PipeBuffer - 1, PipeBuffer, PipeBuffer + 1, 200 << 10, 3 << 20} {
+		body := strings.Repeat("b", size)
+		frame, err := protocol.AppendRequest(nil, 0, &protocol.Request{Method: "POST", URI: "/echo-size", Path: "/echo-size",
+			Protocol: "HTTP/1.1", Body: []byte(body)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &collected{}
+		if _, err := w.Exec(context.Background(), []*Call{{Frame: frame, Answer: a}}, 30*time.Second, nil); err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+		if a.status != 200 || len(a.body) != size {
+			t.Fatalf("size %d: status %d, %d bytes back", size, a.status, len(a.body))
+		}
+		// The body from a reader, as a spilled request body is sent.
+		head, err := protocol.AppendRequestHead(nil, 0, &protocol.Request{Method: "POST", URI: "/echo", Path: "/echo", Protocol: "HTTP/1.1"}, int64(size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a = &collected{}
+		if _, err := w.Exec(context.Background(), []*Call{{Frame: head, Body: strings.NewReader(body), Answer: a}}, 30*time.Second, nil); err != nil {
+			t.Fatalf("size %d from a reader: %v", size, err)
+		}
+		if !strings.Contains(string(a.body), `"bodyLength":`+strconv.Itoa(size)) {
+			t.Fatalf("size %d from a reader: %.200s", size, a.body)
+		}
+	}
+}
+
+// TestExecRefusesBytesAfterAnAnswer: what a worker writes after its answer is never taken for
+// the next request's answer; that request is reported as never started.
+func TestExecRefusesBytesAfterAnAnswer(t *testing.T) {
+	w := start(t, "app.php")
+	cs, _ := calls(t, "/forge")
+	if _, err := w.Exec(context.Background(), cs, 5*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, as := calls(t, "/pid")
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		// The forged frame is written after the answer: give it the time to arrive.
+		if w.fromPHP.SetReadDeadline(time.Now().Add(50*time.Millisecond)) == nil {
+			if _, perr := w.in.Peek(1); perr == nil {
+				break
+			}
+		}
+	}
+	_, err = w.Exec(context.Background(), cs, 5*time.Second, nil)
+	if !errors.Is(err, ErrProtocol) || !errors.Is(err, ErrNotStarted) || as[0].status != 0 {
+		t.Fatalf("err %v, answer %+v", err, as[0])
+	}
+}
+
+func TestExecCancelKills(t *testing.T) {
+	w := start(t, "app.php")
+	ctx, cancel := context.WithCancel(context.Background())
+	cs, _ := calls(t, "/hang")
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		cancel()
+	}()
+	_, err := w.Exec(ctx, cs, time.Minute, nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v", err)
+	}
+	<-w.Exited()
 }
 
 func TestBootErrorCarriesPHPOutput(t *testing.T) {
@@ -132,7 +236,8 @@ func TestKilledBySIGKILL(t *testing.T) {
 	if crashed.KilledBySIGKILL() {
 		t.Fatal("a running worker reported as killed")
 	}
-	_, _, _ = crashed.Exec([][]byte{request(t, "/crash")}, time.Minute, func(int, []byte) {})
+	cs, _ := calls(t, "/crash")
+	_, _ = crashed.Exec(context.Background(), cs, time.Minute, nil)
 	<-crashed.Exited()
 	if crashed.KilledBySIGKILL() {
 		t.Errorf("a worker that exited with code 3 reported as killed: %v", crashed.ExitError())
@@ -144,5 +249,19 @@ func TestKilledBySIGKILL(t *testing.T) {
 	<-killed.Exited()
 	if !killed.KilledBySIGKILL() {
 		t.Errorf("a worker killed with SIGKILL not reported as such: %v", killed.ExitError())
+	}
+}
+
+// TestIdleLongerThanTheTimeout: the read deadline of the last request passes while the worker
+// is idle; the next request must not take that for the worker closing its pipe (found by the
+// stress suite: healthy idle workers were killed as "closed its protocol pipe").
+func TestIdleLongerThanTheTimeout(t *testing.T) {
+	w := start(t, "app.php")
+	for i := range 3 {
+		cs, as := calls(t, "/pid")
+		if _, err := w.Exec(context.Background(), cs, 100*time.Millisecond, nil); err != nil || as[0].status != 200 {
+			t.Fatalf("request %d: %v %+v", i, err, as[0])
+		}
+		time.Sleep(300 * time.Millisecond) // idle past the deadline of the request before
 	}
 }

@@ -54,7 +54,10 @@ final class FrameTest extends TestCase
             'STOP' => Frame::stop(),
             'REQUEST' => $this->request($vector, $frame['payload']),
             'RESPONSE' => $this->response($vector, $frame['payload']),
+            'BODY' => Frame::body($vector['id'], $this->text($vector + ['text' => ''], $frame['payload']), $vector['flags']),
+            'HINTS' => Frame::hints($vector['id'], self::headerList($vector['fields'])),
         };
+        $this->assertSame($vector['flags'], $frame['flags']);
         $this->assertSame($vector['hex'], bin2hex($reencoded));
     }
 
@@ -77,6 +80,23 @@ final class FrameTest extends TestCase
             $this->assertSame($id, $got);
         }
         $this->assertNull($connection->receive($got), 'STOP ends the conversation');
+    }
+
+    /**
+     * Pairs as the name => list of values map Frame takes.
+     *
+     * @param list<array{string, string}> $pairs
+     *
+     * @return array<string, list<string>>
+     */
+    private static function headerList(array $pairs): array
+    {
+        $map = [];
+        foreach ($pairs as [$name, $value]) {
+            $map[$name][] = $value;
+        }
+
+        return $map;
     }
 
     /** @param array<string, mixed> $vector */
@@ -132,6 +152,7 @@ final class FrameTest extends TestCase
             array_map(static fn (array $f): array => [$f['Field'], $f['Name'], $f['Type'], $f['Size'], $f['Error'], $f['TempPath']], $want['Files'] ?? []),
             $want['Headers'],
             $body,
+            $want['Params'] ?? [],
         );
     }
 

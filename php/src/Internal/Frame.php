@@ -12,7 +12,7 @@ namespace Peregrine\Internal;
  */
 final class Frame
 {
-    public const VERSION = 1;
+    public const VERSION = 2;
     public const HEADER_SIZE = 12;
 
     public const READY = 1;
@@ -20,16 +20,56 @@ final class Frame
     public const RESPONSE = 3;
     public const STOP = 4;
     public const ERROR = 5;
+    public const BODY = 6;
+    public const HINTS = 7;
+
+    /** RESPONSE and BODY flag: more of the body follows in BODY frames. */
+    public const FLAG_MORE = 1;
+    /** RESPONSE and BODY flag: send the body so far to the client now. */
+    public const FLAG_FLUSH = 2;
+
+    /** The most body bytes one frame carries; the server refuses frames over 2 MiB. */
+    public const MAX_BODY_PART = 1048576;
 
     /** Names used in error messages, indexed by type. */
-    public const NAMES = [1 => 'READY', 2 => 'REQUEST', 3 => 'RESPONSE', 4 => 'STOP', 5 => 'ERROR'];
+    public const NAMES = [1 => 'READY', 2 => 'REQUEST', 3 => 'RESPONSE', 4 => 'STOP', 5 => 'ERROR', 6 => 'BODY', 7 => 'HINTS'];
 
     /** The unpack() format of a frame header; keys version, type, flags, id, length. */
     public const HEADER_FORMAT = 'Cversion/Ctype/vflags/Vid/Vlength';
 
-    public static function encode(int $type, int $id, string $payload): string
+    public static function encode(int $type, int $id, string $payload, int $flags = 0): string
     {
-        return pack('CCvVV', self::VERSION, $type, 0, $id, \strlen($payload)) . $payload;
+        return pack('CCvVV', self::VERSION, $type, $flags, $id, \strlen($payload)) . $payload;
+    }
+
+    /**
+     * Encodes a BODY frame: the next part of an answer's body. A part larger than MAX_BODY_PART
+     * goes in several frames, each with $flags, so FLAG_MORE must be set unless the part ends
+     * the answer, where only the last frame goes without it.
+     */
+    public static function body(int $id, string $part, int $flags): string
+    {
+        $length = \strlen($part);
+        if ($length <= self::MAX_BODY_PART) {
+            return self::encode(self::BODY, $id, $part, $flags);
+        }
+        $frames = '';
+        for ($offset = 0; $offset < $length; $offset += self::MAX_BODY_PART) {
+            $last = $offset + self::MAX_BODY_PART >= $length;
+            $frames .= self::encode(self::BODY, $id, substr($part, $offset, self::MAX_BODY_PART), $last ? $flags : ($flags | self::FLAG_MORE));
+        }
+
+        return $frames;
+    }
+
+    /**
+     * Encodes a HINTS frame: the headers of a 103 Early Hints response.
+     *
+     * @param array<string|int, mixed> $headers
+     */
+    public static function hints(int $id, array $headers): string
+    {
+        return self::encode(self::HINTS, $id, self::head($headers));
     }
 
     public static function ready(string $phpVersion): string
@@ -50,17 +90,38 @@ final class Frame
     /**
      * Encodes a RESPONSE frame. $headers maps a name to a value or a list of values (several
      * Set-Cookie); ints and floats are accepted as values because PHP code often passes them.
+     * A body larger than MAX_BODY_PART goes on in BODY frames; $flags apply to the answer's
+     * frames as to one: with FLAG_MORE every frame has it (more follows in later frames), without
+     * it the last frame ends the answer.
      *
      * @param array<string|int, mixed> $headers
      *
      * @throws \InvalidArgumentException if the status does not fit the protocol or a header
      *                                   name or value cannot be carried in the NUL-joined head
      */
-    public static function response(int $id, int $status, array $headers, string $body): string
+    public static function response(int $id, int $status, array $headers, string $body, int $flags = 0): string
     {
         if ($status < 100 || $status > 999) {
             throw new \InvalidArgumentException("Response status $status is not between 100 and 999");
         }
+        $head = self::head($headers);
+        if (\strlen($body) <= self::MAX_BODY_PART) {
+            $length = 6 + \strlen($head) + \strlen($body);
+
+            return pack('CCvVVvV', self::VERSION, self::RESPONSE, $flags, $id, $length, $status, \strlen($head)) . $head . $body;
+        }
+        // A large body goes in parts: no frame the server reads is larger than it allows.
+        return pack('CCvVVvV', self::VERSION, self::RESPONSE, $flags | self::FLAG_MORE, $id, 6 + \strlen($head), $status, \strlen($head)) . $head
+            . self::body($id, $body, $flags);
+    }
+
+    /**
+     * Joins header pairs with NUL bytes, the head of a RESPONSE or HINTS frame.
+     *
+     * @param array<string|int, mixed> $headers
+     */
+    private static function head(array $headers): string
+    {
         $head = '';
         $pairs = 0;
         foreach ($headers as $name => $value) {
@@ -77,16 +138,15 @@ final class Frame
                 ++$pairs;
             }
         }
-        if ($head !== '') {
-            // One NUL precedes every field: a NUL inside a name or value would shift the fields.
-            if (substr_count($head, "\0") !== 2 * $pairs) {
-                throw new \InvalidArgumentException('Response header name or value contains a NUL byte');
-            }
-            $head = substr($head, 1);
+        if ($head === '') {
+            return '';
         }
-        $length = 6 + \strlen($head) + \strlen($body);
+        // One NUL precedes every field: a NUL inside a name or value would shift the fields.
+        if (substr_count($head, "\0") !== 2 * $pairs) {
+            throw new \InvalidArgumentException('Response header name or value contains a NUL byte');
+        }
 
-        return pack('CCvVVvV', self::VERSION, self::RESPONSE, 0, $id, $length, $status, \strlen($head)) . $head . $body;
+        return substr($head, 1);
     }
 
     /**
@@ -99,8 +159,9 @@ final class Frame
      * @param list<array{string, string, string, int, int, string}> $files   field, client name, client type,
      *                                                                         size, error, temporary path
      * @param list<array{string, string}>                             $headers lower-case name, value
+     * @param list<array{string, string}>                             $params  server parameters: name, value
      */
-    public static function request(int $id, array $fields, array $files = [], array $headers = [], string $body = ''): string
+    public static function request(int $id, array $fields, array $files = [], array $headers = [], string $body = '', array $params = []): string
     {
         if (\count($fields) !== 11) {
             throw new \InvalidArgumentException('A request head has 11 fixed fields, got ' . \count($fields));
@@ -109,6 +170,11 @@ final class Frame
         $parts[] = (string) \count($files);
         foreach ($files as $file) {
             array_push($parts, ...array_map('strval', $file));
+        }
+        $parts[] = (string) \count($params);
+        foreach ($params as [$name, $value]) {
+            $parts[] = $name;
+            $parts[] = $value;
         }
         foreach ($headers as [$name, $value]) {
             $parts[] = strtolower($name);

@@ -15,7 +15,7 @@ final class Frames
     /**
      * Splits a byte string into frames.
      *
-     * @return list<array{type: int, id: int, payload: string}>
+     * @return list<array{type: int, id: int, flags: int, payload: string}>
      */
     public static function split(string $bytes): array
     {
@@ -25,14 +25,41 @@ final class Frames
             Assert::assertGreaterThanOrEqual($offset + Frame::HEADER_SIZE, \strlen($bytes), 'truncated frame header');
             $h = unpack(Frame::HEADER_FORMAT, $bytes, $offset);
             Assert::assertSame(Frame::VERSION, $h['version']);
-            Assert::assertSame(0, $h['flags']);
             $payload = substr($bytes, $offset + Frame::HEADER_SIZE, $h['length']);
             Assert::assertSame($h['length'], \strlen($payload), 'truncated frame payload');
-            $frames[] = ['type' => $h['type'], 'id' => $h['id'], 'payload' => $payload];
+            $frames[] = ['type' => $h['type'], 'id' => $h['id'], 'flags' => $h['flags'], 'payload' => $payload];
             $offset += Frame::HEADER_SIZE + $h['length'];
         }
 
         return $frames;
+    }
+
+    /**
+     * Joins the frames of answers: each RESPONSE with the BODY frames that follow it while the
+     * previous frame had FLAG_MORE.
+     *
+     * @param list<array{type: int, id: int, flags: int, payload: string}> $frames
+     *
+     * @return list<array{id: int, status: int, headers: list<array{string, string}>, body: string}>
+     */
+    public static function answers(array $frames): array
+    {
+        $answers = [];
+        $more = false;
+        foreach ($frames as $frame) {
+            if ($more) {
+                Assert::assertSame(Frame::BODY, $frame['type'], 'a BODY frame after FLAG_MORE');
+                Assert::assertSame($answers[\count($answers) - 1]['id'], $frame['id']);
+                $answers[\count($answers) - 1]['body'] .= $frame['payload'];
+            } else {
+                Assert::assertSame(Frame::RESPONSE, $frame['type']);
+                $answers[] = ['id' => $frame['id']] + self::response($frame['payload']);
+            }
+            $more = ($frame['flags'] & Frame::FLAG_MORE) !== 0;
+        }
+        Assert::assertFalse($more, 'an answer left open');
+
+        return $answers;
     }
 
     /**
