@@ -3,6 +3,8 @@ GO      ?= go
 BIN     := bin/peregrine
 ADDRESS ?= 127.0.0.1:8080
 
+include native/native.mk
+
 .PHONY: all setup build run test test-go test-php lint fuzz stress bench clean
 
 all: build
@@ -12,13 +14,17 @@ setup: .setup-done
 	./scripts/setup.sh
 	@touch $@
 
-build: setup
+build: setup native
 	$(GO) build -o $(BIN) ./cmd/peregrine
 
 run: build
 	$(BIN) serve examples/hello/worker.php --address $(ADDRESS)
 
-test: setup lint test-go test-php
+# WordPress from Debian's package in classic mode (examples/wordpress/README.md).
+wordpress: build
+	ADDRESS=$(ADDRESS) examples/wordpress/serve.sh
+
+test: setup lint test-go test-php test-native
 
 lint:
 	@unformatted=$$(gofmt -l cmd internal integration); \
@@ -36,7 +42,7 @@ test-php:
 # A short fuzzing pass over every decoder and over the HTTP-to-frame encoding; crashers land in
 # testdata/fuzz and become regression tests. FUZZTIME=10m for a longer pass.
 FUZZTIME ?= 30s
-fuzz:
+fuzz: fuzz-native
 	for f in FuzzDecodeResponse FuzzReadFrame FuzzRequestRoundTrip FuzzDecodeRequest; do \
 	  $(GO) test ./internal/protocol -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 	$(GO) test ./internal/httpserver -run '^$$' -fuzz '^FuzzHandlerFrame$$' -fuzztime $(FUZZTIME)

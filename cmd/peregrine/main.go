@@ -26,7 +26,7 @@ import (
 const usage = `Peregrine, the PHP application server.
 
 Usage:
-  peregrine serve [WORKER.php] [-c FILE] [--address HOST:PORT] [--workers N]
+  peregrine serve [WORKER.php] [--root DIR | --laravel DIR | --symfony DIR] [-c FILE] [--address HOST:PORT] [--workers N]
   peregrine config check [-c FILE]
   peregrine version
   peregrine workers [-c FILE] [--json]
@@ -56,7 +56,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "serve":
-		return serve(args[1:], stderr)
+		return serve(args[1:], stdout, stderr)
 	case "config":
 		if len(args) < 2 || args[1] != "check" {
 			return fmt.Errorf("unknown config command; want: peregrine config check [-c FILE]")
@@ -97,18 +97,32 @@ func newFlagSet(name string) *flag.FlagSet {
 	return fs
 }
 
-func serve(args []string, stderr io.Writer) error {
+const serveUsage = "usage: peregrine serve [WORKER.php] [--root DIR | --laravel DIR | --symfony DIR] [-c FILE] [--address HOST:PORT] [--workers N]"
+
+func serve(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve")
 	file := fs.String("c", "", "config file")
 	address := fs.String("address", "", "listen address, host:port")
 	count := fs.String("workers", "", "number of workers")
+	root := fs.String("root", "", "document root: its files are served as they are; without a worker script, classic mode runs its PHP scripts as PHP-FPM would")
+	laravel := fs.String("laravel", "", "serve the Laravel application in DIR in worker mode (static files from DIR/public)")
+	symfony := fs.String("symfony", "", "serve the Symfony application in DIR in worker mode through symfony/runtime (static files from DIR/public)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the daemon to this file (development)")
 	pos, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stdout, serveUsage+"\n\nFlags (they may stand before or after WORKER.php and override the config file):")
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return nil
+	}
 	if err != nil {
-		return fmt.Errorf("serve: %w; usage: peregrine serve [WORKER.php] [-c FILE] [--address HOST:PORT] [--workers N]", err)
+		return fmt.Errorf("serve: %w; %s", err, serveUsage)
 	}
 	if len(pos) > 1 {
 		return fmt.Errorf("serve: one worker script at most, got %q", pos)
+	}
+	if len(pos) == 1 && (*laravel != "" || *symfony != "") {
+		return fmt.Errorf("serve: --laravel and --symfony bring their own worker script; drop %q", pos[0])
 	}
 	var cfg config.Config
 	switch {
@@ -116,10 +130,13 @@ func serve(args []string, stderr io.Writer) error {
 		if cfg, err = config.Load(*file); err != nil {
 			return err
 		}
+	case len(pos) == 0 && (*root != "" || *laravel != "" || *symfony != ""):
+		cfg = config.Default() // classic mode
 	case len(pos) == 0:
 		if _, statErr := os.Stat("peregrine.yaml"); statErr != nil {
 			return errors.New("nothing to serve: no worker script given and no ./peregrine.yaml found.\n" +
-				"Start it either way:\n  peregrine serve worker.php          (built-in defaults)\n" +
+				"Start it one of these ways:\n  peregrine serve worker.php          (built-in defaults)\n" +
+				"  peregrine serve --root DIR          (classic mode: DIR's PHP scripts, as PHP-FPM runs them)\n" +
 				"  peregrine serve -c peregrine.yaml   (or a peregrine.yaml in this directory; see docs/config.md)")
 		}
 		if cfg, err = config.Load("peregrine.yaml"); err != nil {
@@ -130,6 +147,12 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	if len(pos) == 1 {
 		cfg.Workers.Command = []string{"php", pos[0]}
+	}
+	if err := applyFramework(&cfg, *laravel, *symfony); err != nil {
+		return err
+	}
+	if *root != "" {
+		cfg.HTTP.Root = *root
 	}
 	if *address != "" {
 		cfg.HTTP.Address = *address
@@ -215,6 +238,6 @@ func version(stdout io.Writer) error {
 	if out, err := exec.Command("php", "-r", "echo PHP_VERSION;").Output(); err == nil {
 		php = string(out)
 	}
-	_, err := fmt.Fprintf(stdout, "peregrine %s\ngo %s\nphp %s\n", daemon.Version, strings.TrimPrefix(runtime.Version(), "go"), php)
+	_, err := fmt.Fprintf(stdout, "peregrine %s\ngo %s\nphp %s\nnative runtime %s\n", daemon.Version, strings.TrimPrefix(runtime.Version(), "go"), php, daemon.NativeRuntime())
 	return err
 }

@@ -11,10 +11,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/peregrinephp/peregrine/internal/admin"
+	"github.com/peregrinephp/peregrine/internal/compress"
 	"github.com/peregrinephp/peregrine/internal/config"
+	"github.com/peregrinephp/peregrine/internal/docroot"
 	"github.com/peregrinephp/peregrine/internal/httpserver"
 	"github.com/peregrinephp/peregrine/internal/pool"
 	"github.com/peregrinephp/peregrine/internal/watch"
@@ -42,12 +46,18 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	argv := worker.PHPArgv(cfg.Workers.Command, cfg.Workers.PHPIniArgs())
-	if _, err := worker.LookPath(argv[0]); err != nil {
+	argv, native, err := workerArgv(cfg)
+	if err != nil {
 		return err
 	}
-	if !worker.IsPHP(argv[0]) && len(cfg.Workers.PHPIni) > 1 {
+	if !native && !worker.IsPHP(argv[0]) && len(cfg.Workers.PHPIni) > 2 {
 		log.Warn("workers.php_ini is ignored: workers.command does not run php directly", "command", argv[0])
+	}
+	var root *docroot.Root
+	if cfg.HTTP.Root != "" {
+		if root, err = docroot.New(cfg.HTTP.Root, docroot.Options{Index: cfg.HTTP.Index, Encodings: cfg.HTTP.Compression}); err != nil {
+			return fmt.Errorf("http.root: %w", err)
+		}
 	}
 	if st, err := os.Stat(cfg.Workers.Dir); err != nil || !st.IsDir() {
 		return fmt.Errorf("workers.dir: %q is not a directory", cfg.Workers.Dir)
@@ -81,16 +91,40 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		Logger:          log,
 		Observer:        poolObs,
 	})
+	uploadDir, swept, err := httpserver.UploadDir("")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = httpserver.RemoveUploadDir(uploadDir) }()
+	if swept > 0 {
+		log.Info("removed the upload directories of servers that are no longer running", "count", swept)
+	}
 	handler := httpserver.NewHandler(p, httpserver.Options{
-		MaxBodySize: int64(cfg.HTTP.MaxBodySize),
-		AccessLog:   cfg.Log.Access,
-		Logger:      log,
-		Observer:    httpObs,
+		TempDir: uploadDir,
+		Limits: httpserver.Limits{
+			MaxHeaderCount: cfg.HTTP.MaxHeaderCount,
+			MaxHeaderLine:  int(cfg.HTTP.MaxHeaderLine),
+			MaxCookies:     cfg.HTTP.MaxCookies,
+			MaxInputVars:   cfg.HTTP.MaxInputVars,
+		},
+		MaxBodySize:    int64(cfg.HTTP.MaxBodySize),
+		ParseMultipart: !native, // the native runtime's PHP parses bodies itself, as under PHP-FPM
+		Root:           root,
+		Classic:        len(cfg.Workers.Command) == 0,
+		ServerName:     cfg.HTTP.ServerName,
+		WriteTimeout:   time.Duration(cfg.HTTP.WriteTimeout),
+		AccessLog:      cfg.Log.Access,
+		Logger:         log,
+		Observer:       httpObs,
+		TrustedProxies: cfg.HTTP.TrustedPrefixes(),
 	})
-	srv, err := httpserver.Listen(cfg.HTTP.Address, handler, httpserver.ServerOptions{
+	// Compression wraps the whole handler: PHP's answers and static files alike.
+	srv, err := httpserver.Listen(cfg.HTTP.Address, compress.Compress(handler, cfg.HTTP.Compression), httpserver.ServerOptions{
 		ReadHeaderTimeout: time.Duration(cfg.HTTP.ReadHeaderTimeout),
 		IdleTimeout:       time.Duration(cfg.HTTP.IdleTimeout),
 		Logger:            log,
+		MaxConnections:    httpserver.MaxConnections(cfg.HTTP.MaxConnections, count),
+		TLS:               tlsOptions(cfg.HTTP), // front.go; nil serves cleartext (and h2c)
 	})
 	if err != nil {
 		return err
@@ -99,7 +133,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 
 	var adm *admin.Server
 	if cfg.Admin.Address != "" {
-		adm, err = admin.Listen(cfg.Admin.Address, admin.Options{Pool: p, Metrics: metrics, Logger: log})
+		adm, err = admin.Listen(cfg.Admin.Address, admin.Options{Pool: p, Metrics: metrics, Logger: log, Token: cfg.Admin.Token})
 		if err != nil {
 			return err
 		}
@@ -138,8 +172,8 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve() }()
 	if opts.Banner != nil {
-		fmt.Fprintf(opts.Banner, "peregrine %s serving http://%s with %d workers (PHP %s)\n",
-			Version, srv.Addr(), count, p.PHPVersion())
+		fmt.Fprintf(opts.Banner, "peregrine %s serving %s with %d workers (PHP %s)\n",
+			Version, srv.URL(), count, p.PHPVersion())
 	}
 
 	resets := make(chan string, 1)
@@ -183,22 +217,62 @@ loop:
 		adm.SetDraining()
 	}
 
+	// One budget for the whole stop: in-flight requests, then the workers.
 	log.Info("stopping: draining in-flight requests", "stop_timeout", time.Duration(cfg.Workers.StopTimeout).String())
-	drainCtx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Workers.StopTimeout))
+	stopCtx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Workers.StopTimeout))
 	defer cancel()
-	if err := srv.Shutdown(drainCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	go func() { // requests still running when the budget ends fail with their killed workers
+		<-stopCtx.Done()
+		p.Stop(stopCtx)
+	}()
+	if err := srv.Shutdown(stopCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("http shutdown", "err", err)
 	}
 	<-resetDone
-	p.Stop()
+	p.Stop(stopCtx)
 	log.Info("stopped")
 	return serveErr
+}
+
+// NativeRuntime says where the native runtime is and which PHP it embeds, for peregrine version.
+func NativeRuntime() string {
+	path, err := worker.LookNative()
+	if err != nil {
+		return "not found (build it with: make build)"
+	}
+	version := "8.2"
+	if out, err := exec.Command("php-config8.2", "--version").Output(); err == nil {
+		version = strings.TrimSpace(string(out)) // the libphp8.2-embed it links
+	}
+	return path + " (PHP " + version + ")"
+}
+
+// workerArgv returns the command that starts one worker, and whether it is the native runtime.
+// Classic mode (a root, no command) runs the native runtime without a script; a command that
+// runs php runs it under the configured runtime; any other command runs as it is.
+func workerArgv(cfg config.Config) ([]string, bool, error) {
+	ini := cfg.Workers.PHPIniArgs()
+	command := cfg.Workers.Command
+	switch {
+	case len(command) == 0: // classic mode; Validate has checked the root and the runtime
+		native, err := worker.LookNative()
+		return append([]string{native}, ini...), true, err
+	case cfg.Workers.Runtime == "native" && worker.IsPHP(command[0]):
+		native, err := worker.LookNative()
+		return append(append([]string{native}, ini...), command[1:]...), true, err
+	}
+	argv := worker.PHPArgv(command, ini)
+	_, err := worker.LookPath(argv[0])
+	return argv, false, err
 }
 
 // workerEnv is the environment every worker starts with: the server's own, the protocol marker,
 // and workers.env on top.
 func workerEnv(cfg config.Config) []string {
-	env := append(os.Environ(), "PEREGRINE_PROTOCOL=1")
+	env := append(os.Environ(), "PEREGRINE_PROTOCOL=2")
+	if cfg.HTTP.ServerName != "" {
+		env = append(env, "PEREGRINE_SERVER_NAME="+cfg.HTTP.ServerName)
+	}
 	if cfg.Log.Level == "debug" {
 		env = append(env, "PEREGRINE_DEBUG=1")
 	}

@@ -6,14 +6,17 @@ namespace Peregrine;
 
 use Peregrine\Http\Response;
 use Peregrine\Internal\Connection;
+use Peregrine\Internal\CurrentRequest;
 use Peregrine\Internal\Frame;
+use Peregrine\Internal\Handling;
+use Peregrine\Internal\NativeServer;
 use Peregrine\Internal\ProtocolError;
 use Peregrine\Internal\PsrBridge;
 use Peregrine\Internal\RequestDecoder;
 use Peregrine\Internal\ServerParams;
+use Peregrine\Internal\Sessions;
 use Peregrine\Internal\Superglobals;
 use Psr\Http\Message\ResponseInterface;
-use Psr\Http\Server\RequestHandlerInterface;
 
 /**
  * Worker is the PHP end of a peregrine worker process: it receives the requests the server
@@ -29,6 +32,10 @@ use Psr\Http\Server\RequestHandlerInterface;
  *
  * An exception or error thrown while handling a request becomes a 500 response, is reported on
  * STDERR in one line, and the worker goes on with the next request.
+ *
+ * A response whose body is an iterable (raw mode) or a stream that is not seekable (PSR mode) is
+ * streamed: each part goes to the client as it comes (RESPONSE and BODY frames with FLAG_FLUSH),
+ * and the worker takes its next request once the body ends.
  */
 final class Worker
 {
@@ -42,8 +49,9 @@ final class Worker
      * @param resource $log where failures are reported
      */
     private function __construct(
-        private readonly Connection $connection,
+        private readonly ?Connection $connection,
         private readonly mixed $log,
+        private readonly ?NativeServer $native = null,
     ) {
     }
 
@@ -54,9 +62,15 @@ final class Worker
      */
     public static function create(): self
     {
-        if (getenv('PEREGRINE_PROTOCOL') !== '1') {
+        if (getenv('PEREGRINE_PROTOCOL') !== '2') {
             throw new \RuntimeException('This script must be started by the peregrine server, e.g. '
-                . '`peregrine serve worker.php`: PEREGRINE_PROTOCOL=1 is not set in its environment.');
+                . '`peregrine serve worker.php`: PEREGRINE_PROTOCOL=2 is not set in its environment.');
+        }
+
+        // Under Peregrine's native runtime (peregrine-php) PHP itself speaks to the server, and
+        // PHP's own functions (header(), sessions, php://input, exit) work as under PHP-FPM.
+        if (\function_exists('peregrine_handle_request')) {
+            return new self(null, null, new NativeServer());
         }
 
         return new self(Connection::open(), STDERR);
@@ -69,6 +83,7 @@ final class Worker
      */
     public function onReset(callable $hook): self
     {
+        $this->native?->onReset($hook);
         $this->resetHooks[] = $hook;
 
         return $this;
@@ -81,18 +96,29 @@ final class Worker
      */
     public function serve(callable $handler): void
     {
+        if ($this->native !== null) {
+            $this->native->serve($handler);
+
+            return;
+        }
         $this->run(function (int $id, string $payload) use ($handler): string {
             $request = RequestDecoder::decode($payload);
-            try {
-                $response = $handler($request);
-                if ($response instanceof Response) {
-                    return Frame::response($id, $response->status, $response->headers, $response->body);
-                }
-
-                return $this->fail($id, 'The handler returned ' . get_debug_type($response) . ', not a ' . Response::class);
-            } catch (\Throwable $e) {
-                return $this->fail($id, self::describe($e), $e);
+            [$response, $session] = self::inSession($request->cookies, static fn (): mixed => $handler($request));
+            if ($response instanceof \Throwable) {
+                return $this->fail($id, Handling::describe($response), $response);
             }
+            if ($response instanceof Response) {
+                if (!\is_string($response->body)) {
+                    return $this->stream($id, $response->status, self::withHeaders($response->headers, $session), $response->body);
+                }
+                try {
+                    return Frame::response($id, $response->status, self::withHeaders($response->headers, $session), $response->body);
+                } catch (\Throwable $e) {
+                    return $this->fail($id, Handling::describe($e), $e);
+                }
+            }
+
+            return $this->fail($id, 'The handler returned ' . get_debug_type($response) . ', not a ' . Response::class);
         });
     }
 
@@ -106,20 +132,35 @@ final class Worker
      */
     public function servePsr(callable|object $handler, object $factory): void
     {
-        $handle = self::psrHandler($handler);
+        if ($this->native !== null) {
+            $this->native->servePsr($handler, $factory);
+
+            return;
+        }
+        $handle = Handling::psrHandler($handler);
         $bridge = new PsrBridge($factory, $this->serverParams());
         $this->run(function (int $id, string $payload) use ($handle, $bridge): string {
             $request = RequestDecoder::decode($payload);
-            try {
-                $response = $handle($bridge->request($request));
-                if ($response instanceof ResponseInterface) {
-                    return $bridge->response($id, $response);
-                }
-
-                return $this->fail($id, 'The handler returned ' . get_debug_type($response) . ', not a ' . ResponseInterface::class);
-            } catch (\Throwable $e) {
-                return $this->fail($id, self::describe($e), $e);
+            [$response, $session] = self::inSession($request->cookies, static fn (): mixed => $handle($bridge->request($request)));
+            if ($response instanceof \Throwable) {
+                return $this->fail($id, Handling::describe($response), $response);
             }
+            if ($response instanceof ResponseInterface) {
+                foreach ($session as [$name, $value]) {
+                    $response = $response->withAddedHeader($name, $value);
+                }
+                $parts = PsrBridge::parts($response);
+                if ($parts !== null) {
+                    return $this->stream($id, $response->getStatusCode(), $response->getHeaders(), $parts);
+                }
+                try {
+                    return $bridge->response($id, $response);
+                } catch (\Throwable $e) {
+                    return $this->fail($id, Handling::describe($e), $e);
+                }
+            }
+
+            return $this->fail($id, 'The handler returned ' . get_debug_type($response) . ', not a ' . ResponseInterface::class);
         });
     }
 
@@ -130,6 +171,11 @@ final class Worker
      */
     public function serveGlobals(callable $script): void
     {
+        if ($this->native !== null) {
+            $this->native->serveGlobals($script);
+
+            return;
+        }
         $globals = new Superglobals($this->serverParams());
         $this->run(function (int $id, string $payload) use ($globals, $script): string {
             $request = RequestDecoder::decode($payload);
@@ -138,26 +184,37 @@ final class Worker
 
                 return Frame::response($id, $response->status, $response->headers, $response->body);
             } catch (\Throwable $e) {
-                return $this->fail($id, self::describe($e), $e);
+                return $this->fail($id, Handling::describe($e), $e);
             }
         });
     }
 
     /**
-     * The loop shared by the serve methods. $respond turns a REQUEST payload into a RESPONSE frame.
+     * The loop shared by the serve methods. $respond turns a REQUEST payload into the frames of
+     * its answer (or the last of them, when it streamed the others).
      *
      * @param \Closure(int, string): string $respond
      */
     private function run(\Closure $respond): void
     {
         $connection = $this->connection;
+        CurrentRequest::$connection = $connection;
         try {
             $connection->send(Frame::ready(PHP_VERSION));
             while (($payload = $connection->receive($id)) !== null) {
+                CurrentRequest::$id = $id; // for earlyHints() until the answer begins
+                $answer = $respond($id, $payload);
+                CurrentRequest::$id = 0;
                 // Written at once, before the next request of a batch: a crash loses nothing answered.
-                $connection->send($respond($id, $payload));
+                $connection->send($answer);
                 if ($this->resetHooks !== []) {
                     $this->reset();
+                }
+                if (Superglobals::stuck()) {
+                    // A non-removable output buffer stays open for good: the next request would
+                    // start inside it. Exit after the answer, so the server starts a clean worker.
+                    $this->log('An output buffer that cannot be removed (ob_start with flags 0) was left open; exiting so that the server replaces this worker');
+                    exit(0);
                 }
             }
         } catch (ProtocolError $e) {
@@ -171,13 +228,112 @@ final class Worker
         }
     }
 
+    /**
+     * Streams an answer whose body comes in parts: the RESPONSE frame goes with the first part,
+     * each later part in BODY frames, all with FLAG_MORE and FLAG_FLUSH, so the server writes
+     * each part to the client at once. Returns the frame that ends the answer, for run() to send.
+     * An empty part is a flush: the first one sends the headers before any data. An exception
+     * (or a part that is not a string) before the first part becomes a 500 as usual; after it,
+     * the status is gone, so the answer ends where it is and the failure is logged, as under
+     * PHP-FPM once output has been flushed.
+     *
+     * @param array<string|int, mixed> $headers
+     * @param iterable<mixed>          $parts
+     *
+     * @throws ProtocolError if the server's pipe fails: the loop ends
+     */
+    private function stream(int $id, int $status, array $headers, iterable $parts): string
+    {
+        CurrentRequest::$id = 0; // the answer begins: no hints after it
+        $flags = Frame::FLAG_MORE | Frame::FLAG_FLUSH;
+        $begun = false;
+        try {
+            foreach ($parts as $part) {
+                if (!\is_string($part)) {
+                    throw new \UnexpectedValueException(sprintf('A streamed response body yielded %s; it must yield strings', get_debug_type($part)));
+                }
+                $this->connection->send($begun ? Frame::body($id, $part, $flags) : Frame::response($id, $status, $headers, $part, $flags));
+                $begun = true;
+            }
+        } catch (ProtocolError $e) {
+            throw $e;
+        } catch (\Throwable $e) {
+            if (!$begun) {
+                return $this->fail($id, Handling::describe($e), $e);
+            }
+            $this->log('A streamed response was cut short: ' . Handling::describe($e));
+
+            return Frame::body($id, '', 0);
+        }
+        if (!$begun) {
+            try {
+                return Frame::response($id, $status, $headers, ''); // nothing was yielded: an empty body
+            } catch (\Throwable $e) {
+                return $this->fail($id, Handling::describe($e), $e);
+            }
+        }
+
+        return Frame::body($id, '', 0);
+    }
+
+    /**
+     * Runs $handle with PHP's session state bracketed per request (Sessions): $_COOKIE is the
+     * request's while it runs, so session_start() finds the client's id, and afterwards the
+     * session is written, closed and forgotten. Returns what $handle returned or threw, and the
+     * headers the session adds to the answer.
+     *
+     * @param array<string, mixed> $cookies
+     * @param \Closure(): mixed     $handle
+     *
+     * @return array{mixed, list<array{string, string}>}
+     */
+    private static function inSession(array $cookies, \Closure $handle): array
+    {
+        $saved = $_COOKIE;
+        $_COOKIE = $cookies;
+        Sessions::begin($cookies);
+        try {
+            $result = $handle();
+        } catch (\Throwable $e) {
+            $result = $e;
+        } finally {
+            try {
+                $headers = Sessions::end();
+            } catch (\Throwable $e) {
+                $result = $e;
+                $headers = [];
+            }
+            $_COOKIE = $saved;
+        }
+
+        return [$result, $headers];
+    }
+
+    /**
+     * Adds header pairs to a header map.
+     *
+     * @param array<string|int, mixed>     $headers
+     * @param list<array{string, string}> $extra
+     *
+     * @return array<string|int, mixed>
+     */
+    private static function withHeaders(array $headers, array $extra): array
+    {
+        foreach ($extra as [$name, $value]) {
+            $existing = $headers[$name] ?? [];
+            $headers[$name] = [...(\is_array($existing) ? $existing : [$existing]), $value];
+        }
+
+        return $headers;
+    }
+
     private function reset(): void
     {
         foreach ($this->resetHooks as $hook) {
             try {
                 $hook();
             } catch (\Throwable $e) {
-                $this->log('Reset hook failed: ' . self::describe($e));
+                $this->log('Reset hook failed: ' . Handling::describe($e));
             }
         }
     }
@@ -187,7 +343,7 @@ final class Worker
     {
         $this->log($message);
         $body = 'Internal Server Error';
-        if (self::debug()) {
+        if (Handling::debug()) {
             $body .= "\n\n" . ($e ?? $message);
         }
 
@@ -203,36 +359,5 @@ final class Worker
     private function serverParams(): ServerParams
     {
         return new ServerParams($_SERVER, (string) getcwd());
-    }
-
-    private static function describe(\Throwable $e): string
-    {
-        return 'Uncaught ' . $e::class . ': ' . $e->getMessage() . ' in ' . $e->getFile() . ':' . $e->getLine();
-    }
-
-    /** Whether a 500 response may show the trace: APP_DEBUG is truthy or PEREGRINE_DEBUG is 1. */
-    private static function debug(): bool
-    {
-        if (getenv('PEREGRINE_DEBUG') === '1') {
-            return true;
-        }
-        $value = $_SERVER['APP_DEBUG'] ?? $_ENV['APP_DEBUG'] ?? getenv('APP_DEBUG');
-
-        return \is_scalar($value) && filter_var($value, FILTER_VALIDATE_BOOL);
-    }
-
-    /** @return \Closure(\Psr\Http\Message\ServerRequestInterface): mixed */
-    private static function psrHandler(callable|object $handler): \Closure
-    {
-        // A PSR-15 handler, or an object shaped like one when psr/http-server-handler is absent
-        // (instanceof an unknown interface is simply false).
-        if ($handler instanceof RequestHandlerInterface || (!\is_callable($handler) && method_exists($handler, 'handle'))) {
-            return $handler->handle(...);
-        }
-        if (\is_callable($handler)) {
-            return \Closure::fromCallable($handler);
-        }
-        throw new \InvalidArgumentException(sprintf('servePsr() needs a callable or an object with a handle() method, %s given',
-            get_debug_type($handler)));
     }
 }

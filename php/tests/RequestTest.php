@@ -229,7 +229,9 @@ final class RequestTest extends TestCase
             'file count not a number' => [$head("$fixed\0x"), 'file count "x"'],
             'more files than fields' => [$head("$fixed\0" . '2' . "\0f\0n\0t\0" . "1\0" . "0\0/tmp/x"), 'file count "2"'],
             'file size not a number' => [$head("$fixed\0" . '1' . "\0f\0n\0t\0big\0" . "0\0/tmp/x"), 'size "big"'],
-            'odd header fields' => [$head("$fixed\0" . "0\0host"), 'odd number of header fields'],
+            'odd header fields' => [$head("$fixed\0" . "0\0" . "0\0host"), 'odd number of header fields'],
+            'no parameter count' => [$head("$fixed\0" . '0'), 'parameter count ""'],
+            'more parameters than fields' => [$head("$fixed\0" . "0\0" . "3\0a\0b"), 'parameter count "3"'],
         ];
     }
 

@@ -20,6 +20,16 @@ final class ResponseTest extends TestCase
         $this->assertSame('', $r->body);
     }
 
+    public function testBodyMayBeAnIterableOfParts(): void
+    {
+        $parts = (static function (): \Generator {
+            yield 'a';
+        })();
+
+        $this->assertSame($parts, (new Response(200, [], $parts))->body);
+        $this->assertSame(['a', 'b'], (new Response(body: ['a', 'b']))->body);
+    }
+
     public function testHeaderListsBecomeRepeatedHeaders(): void
     {
         $r = new Response(201, ['Content-Type' => 'text/plain', 'Set-Cookie' => ['a=1', 'b=2'], 'X-Count' => 3, 'X-None' => []], 'made');

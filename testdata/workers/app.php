@@ -9,10 +9,47 @@ use Peregrine\Http\Response;
 
 $leak = [];
 $served = 0;
+$after = null; // what to do once the answer is sent
 
-Peregrine\Worker::create()->serve(function (Request $r) use (&$leak, &$served): Response {
+Peregrine\Worker::create()->onReset(function () use (&$after): void {
+    if ($after !== null) {
+        [$do, $after] = [$after, null];
+        $do();
+    }
+})->serve(function (Request $r) use (&$leak, &$served, &$after): Response {
     $served++;
     switch ($r->path) {
+        case '/forge':
+            // Breaks the protocol: after its answer, a RESPONSE for the request the server will
+            // send next (ids count up from 1 per worker), as if to answer it in advance.
+            $after = function () use (&$served): void {
+                $fd = fopen('php://fd/4', 'wb');
+                $head = "X-Forged\0yes";
+                $body = 'forged answer';
+                fwrite($fd, pack('CCvVVvV', 2, 3, 0, $served + 1, 6 + strlen($head) + strlen($body), 200, strlen($head)) . $head . $body);
+                fflush($fd);
+            };
+            return new Response(200, [], 'honest answer');
+        case '/spawn-crash':
+            // A child that inherits the protocol pipes outlives the worker, which then dies.
+            exec(($r->queryParams['setsid'] ?? '') !== '' ? 'setsid sleep 5 > /dev/null 2>&1 &' : 'sleep 5 > /dev/null 2>&1 &');
+            exit(3);
+        case '/spawn':
+            exec('sleep 5 > /dev/null 2>&1 &');
+            return new Response(200, [], 'spawned');
+        case '/many-headers':
+            $n = (int) ($r->queryParams['n'] ?? 10);
+            return new Response(200, ['X-Many' => array_map('strval', range(1, $n))], "$n headers");
+        case '/huge-frame':
+            // A frame header announcing more than the server takes, then the worker waits.
+            $fd = fopen('php://fd/4', 'wb');
+            fwrite($fd, pack('CCvVV', 2, 3, 0, $served, 64 << 20));
+            fflush($fd);
+            sleep(30);
+            return new Response(200, [], 'unreachable');
+        case '/echo-size':
+            // Answers with as many bytes as it was sent, before looking at its body.
+            return new Response(200, [], str_repeat('z', (int) ($r->queryParams['size'] ?? strlen($r->body))));
         case '/echo':
             $files = [];
             $walk = function (array $tree) use (&$walk, &$files): void {

@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Peregrine\Http;
 
+use Peregrine\Internal\CurrentRequest;
 use Peregrine\Internal\Superglobals;
 
 // Guarded: Composer's "files" and autoload.php may both load this file.
@@ -17,6 +18,10 @@ if (\function_exists(__NAMESPACE__ . '\input')) {
  */
 function input(): string
 {
+    if (\function_exists('peregrine_handle_request')) { // the native runtime: PHP has the body
+        return (string) file_get_contents('php://input');
+    }
+
     return Superglobals::input();
 }
 
@@ -31,12 +36,22 @@ function input(): string
  */
 function header(string $header, bool $replace = true, int $response_code = 0): void
 {
+    if (\function_exists('peregrine_handle_request')) { // the native runtime: PHP's own works
+        \header($header, $replace, $response_code);
+
+        return;
+    }
     Superglobals::header($header, $replace, $response_code);
 }
 
 /** Removes the response header $name, or all of them: PHP's header_remove(). */
 function header_remove(?string $name = null): void
 {
+    if (\function_exists('peregrine_handle_request')) {
+        \header_remove($name);
+
+        return;
+    }
     Superglobals::headerRemove($name);
 }
 
@@ -47,5 +62,58 @@ function header_remove(?string $name = null): void
  */
 function headers_list(): array
 {
-    return Superglobals::headersList();
+    return \function_exists('peregrine_handle_request') ? \headers_list() : Superglobals::headersList();
+}
+
+/**
+ * Sends a 103 Early Hints response with $headers (typically Link: <...>; rel=preload) before
+ * the final answer, so that the browser starts fetching what the page needs while PHP builds
+ * it. $headers maps a name to a value or a list of values. The server forwards it to HTTP/1.1
+ * and HTTP/2 clients, never to HTTP/1.0 ones. Call it while handling a request, before the
+ * response is returned (or, under the native runtime, before any output is flushed); elsewhere,
+ * and outside Peregrine, it does nothing and returns false.
+ *
+ * Under the native runtime it is PHP's own headers_send(103) on exactly these headers: the
+ * headers set so far with header() are put aside meanwhile and stay set for the final answer.
+ *
+ * @param array<string, string|list<string>> $headers
+ *
+ * @throws \InvalidArgumentException if a header cannot be carried (a NUL byte, an empty name)
+ */
+function earlyHints(array $headers): bool
+{
+    if (!\function_exists('peregrine_handle_request')) {
+        return CurrentRequest::hints($headers);
+    }
+    if ($headers === [] || \headers_sent()) {
+        return false;
+    }
+    $code = \http_response_code();
+    $kept = \headers_list();
+    \header_remove();
+    try {
+        foreach ($headers as $name => $values) {
+            foreach ((array) $values as $value) {
+                if (!\is_string($value) && !\is_int($value) && !\is_float($value)) {
+                    throw new \InvalidArgumentException(sprintf('Early hint "%s" has a value of type %s, want a string or a list of strings', $name, get_debug_type($value)));
+                }
+                $line = $name . ': ' . $value;
+                if ($name === '' || strpbrk($line, "\0\r\n") !== false) {
+                    throw new \InvalidArgumentException(sprintf('Early hint "%s" has an empty name or a NUL or line break in its name or value', $name));
+                }
+                \header($line, false);
+            }
+        }
+        \headers_send(103);
+    } finally {
+        \header_remove();
+        foreach ($kept as $line) {
+            \header($line, false);
+        }
+        if (\is_int($code)) {
+            \http_response_code($code);
+        }
+    }
+
+    return true;
 }

@@ -14,11 +14,13 @@ use Psr\Http\Message\ResponseInterface;
 use Psr\Http\Message\ServerRequestFactoryInterface;
 use Psr\Http\Message\ServerRequestInterface;
 use Psr\Http\Message\StreamFactoryInterface;
+use Psr\Http\Message\StreamInterface;
 use Psr\Http\Message\UploadedFileFactoryInterface;
 
 /**
  * PsrBridge converts a Request to a PSR-7 ServerRequest made with the user's PSR-17 factory,
- * and a PSR-7 Response back to a RESPONSE frame.
+ * and a PSR-7 Response back to a RESPONSE frame, or, when its body is not seekable, to the parts
+ * Worker streams.
  *
  * With Nyholm's Psr17Factory it constructs Nyholm's ServerRequest directly: one constructor
  * instead of a createServerRequest() followed by a clone per header (see php/README.md).
@@ -33,6 +35,9 @@ final class PsrBridge
         UploadedFileFactoryInterface::class,
         ResponseFactoryInterface::class,
     ];
+
+    /** Bytes asked for by each read of a body that is streamed. */
+    private const STREAM_READ = 65536;
 
     /** Most URIs a worker sees are few and repeat; at this many cached, the cache starts over. */
     private const URI_CACHE_SIZE = 256;
@@ -107,6 +112,35 @@ final class PsrBridge
     public function response(int $id, ResponseInterface $response): string
     {
         return Frame::response($id, $response->getStatusCode(), $response->getHeaders(), (string) $response->getBody());
+    }
+
+    /**
+     * The parts of a body to stream: null when the body is seekable (sent whole by response()),
+     * else a generator of the stream's reads of up to STREAM_READ bytes, which closes the stream
+     * once it is read.
+     *
+     * @return \Generator<int, string>|null
+     */
+    public static function parts(ResponseInterface $response): ?\Generator
+    {
+        $body = $response->getBody();
+
+        return $body->isSeekable() ? null : self::read($body);
+    }
+
+    /** @return \Generator<int, string> */
+    private static function read(StreamInterface $body): \Generator
+    {
+        try {
+            while (!$body->eof()) {
+                $part = $body->read(self::STREAM_READ);
+                if ($part !== '') {
+                    yield $part;
+                }
+            }
+        } finally {
+            $body->close();
+        }
     }
 
     /** scheme://host/path?query, the host taken from the Host header. */

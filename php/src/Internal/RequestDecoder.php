@@ -51,6 +51,13 @@ final class RequestDecoder
                 $uploads[] = [$fields[$i], $fields[$i + 1], $fields[$i + 2], (int) $fields[$i + 3], (int) $fields[$i + 4], $fields[$i + 5]];
             }
         }
+        // Server parameters (CGI variables for a document root) are for the native runtime's
+        // $_SERVER; this runtime builds its own from the fixed fields.
+        $params = $fields[$i] ?? '';
+        if (!self::isCount($params) || (int) $params > intdiv($count - $i - 1, 2)) {
+            throw new ProtocolError("protocol error: REQUEST parameter count \"$params\" does not fit a head of $count fields");
+        }
+        $i += 1 + 2 * (int) $params;
         if (($count - $i) % 2 !== 0) {
             throw new ProtocolError('protocol error: REQUEST head has an odd number of header fields');
         }

@@ -16,13 +16,17 @@ final class ServerParams
 {
     /** @var array<string, mixed> */
     private readonly array $base;
+    /** SERVER_NAME: http.server_name, passed as PEREGRINE_SERVER_NAME; empty = the local address. */
+    private readonly string $serverName;
 
     /**
      * @param array<string, mixed> $server the worker's own $_SERVER, captured once
      */
     public function __construct(array $server, string $documentRoot)
     {
-        // argv/argc are the CLI's; HTTP_* must only ever describe the request (httpoxy).
+        $this->serverName = (string) ($server['PEREGRINE_SERVER_NAME'] ?? getenv('PEREGRINE_SERVER_NAME'));
+        // argv/argc are the CLI's; HTTP_* must only ever describe the request (httpoxy: an
+        // HTTP_PROXY of the daemon's environment stays in getenv(), where CLI tools expect it).
         unset($server['argv'], $server['argc'], $server['PATH_TRANSLATED']);
         foreach ($server as $key => $_) {
             if (str_starts_with((string) $key, 'HTTP_')) {
@@ -55,8 +59,8 @@ final class ServerParams
         if ($request->scheme === 'https') {
             $server['HTTPS'] = 'on';
         }
-        $host = $request->headers['host'][0] ?? '';
-        $server['SERVER_NAME'] = $host === '' ? $request->serverAddr : self::hostName($host);
+        // nginx passes its configured server_name, never the client's Host header.
+        $server['SERVER_NAME'] = $this->serverName !== '' ? $this->serverName : $request->serverAddr;
         $server['SERVER_ADDR'] = $request->serverAddr;
         $server['SERVER_PORT'] = (string) $request->serverPort;
         $server['REMOTE_ADDR'] = $request->remoteAddr;
@@ -67,9 +71,12 @@ final class ServerParams
         $server['CONTENT_TYPE'] = $request->headers['content-type'][0] ?? '';
         $server['CONTENT_LENGTH'] = $request->headers['content-length'][0] ?? '';
         foreach ($request->headers as $name => $values) {
+            // An all-digit name ("123") is an integer key.
+            $name = (string) $name;
             // Like nginx and Apache, drop names with "_": "X_Forwarded_For" would pose as
-            // "X-Forwarded-For" once both are HTTP_X_FORWARDED_FOR.
-            if (str_contains($name, '_')) {
+            // "X-Forwarded-For" once both are HTTP_X_FORWARDED_FOR. And never HTTP_PROXY
+            // (httpoxy): HTTP clients take it for the proxy to use, as PHP-FPM does not.
+            if (str_contains($name, '_') || $name === 'proxy') {
                 continue;
             }
             $server['HTTP_' . strtoupper(strtr($name, '-', '_'))] = isset($values[1])
@@ -81,17 +88,6 @@ final class ServerParams
         }
 
         return $server;
-    }
-
-    /** "example.com:8080" -> "example.com", "[::1]:8080" -> "[::1]". */
-    private static function hostName(string $host): string
-    {
-        $colon = strrpos($host, ':');
-        if ($colon === false || str_contains(substr($host, $colon), ']')) {
-            return $host;
-        }
-
-        return substr($host, 0, $colon);
     }
 
     /**

@@ -16,7 +16,12 @@ use Peregrine\Http\Response;
  * Under the CLI SAPI PHP's own header() records nothing (headers_list() stays empty), so the
  * script's headers can only come from Peregrine\Http\header(); its status effects
  * ("HTTP/1.1 404", "Location") do reach http_response_code() as long as nothing was written to
- * the real STDOUT.
+ * the real STDOUT. A "Status: 403 Forbidden" header sets the status as it does through PHP-FPM
+ * and nginx.
+ *
+ * Output goes through OutputCapture (ob_clean() and friends discard as under FPM) and PHP
+ * sessions through Sessions: each request reads its own session cookie, a new session sends
+ * its Set-Cookie, and nothing of one request's session is left for the next.
  *
  * @internal
  */
@@ -29,6 +34,7 @@ final class Superglobals
     private static string $input = '';
     private static string $method = '';
     private static string $protocol = '';
+    private static bool $stuck = false;
 
     public function __construct(private readonly ServerParams $server)
     {
@@ -58,29 +64,44 @@ final class Superglobals
         $_FILES = $post && $request->files !== [] ? Uploads::phpFiles($request->files) : [];
         $_REQUEST = $_POST === [] ? $_GET : array_replace_recursive($_GET, $_POST);
 
-        $body = '';
-        $level = ob_get_level();
-        // A callback rather than ob_get_clean(): output the script flushes with ob_flush() or
-        // ob_end_flush() is still captured instead of leaking to STDOUT.
-        ob_start(static function (string $chunk) use (&$body): string {
-            $body .= $chunk;
-
-            return '';
-        });
+        Sessions::begin($_COOKIE);
+        $output = new OutputCapture();
+        $output->start();
         try {
             $script();
         } finally {
-            // Buffers the script left open hold part of the body: flush each into the one below.
-            while (ob_get_level() > $level && @ob_end_flush()) {
+            try {
+                // PHP writes the session at the end of the request, after the script's output.
+                foreach (Sessions::end() as [$name, $value]) {
+                    $lower = strtolower($name);
+                    if ($lower === 'set-cookie' || !self::has($lower)) {
+                        self::$headers[] = [$lower, $name, $value];
+                    }
+                }
+            } finally {
+                $body = $output->finish();
+                self::$stuck = self::$stuck || $output->stuck();
+                [$_SERVER, $_GET, $_POST, $_COOKIE, $_FILES, $_REQUEST] = $saved;
+                $recorded = self::$headers;
+                self::$headers = [];
+                self::$input = '';
             }
-            [$_SERVER, $_GET, $_POST, $_COOKIE, $_FILES, $_REQUEST] = $saved;
-            $recorded = self::$headers;
-            self::$headers = [];
-            self::$input = '';
         }
 
+        $status = http_response_code();
+        $status = \is_int($status) ? $status : 200;
         $headers = [];
-        foreach ($recorded as [, $name, $value]) {
+        $cgiStatus = false;
+        foreach ($recorded as [$lower, $name, $value]) {
+            if ($lower === 'status') {
+                // PHP-FPM passes "Status: 403 Forbidden" on, and nginx answers with it: the
+                // first one wins over http_response_code(), and the client never sees the header.
+                if (!$cgiStatus && preg_match('/^[1-9][0-9][0-9](?:\s|$)/', $value) === 1) {
+                    $status = (int) $value;
+                    $cgiStatus = true;
+                }
+                continue;
+            }
             $headers[$name][] = $value;
         }
         if (self::$defaultType && !isset($headers['Content-type'])) {
@@ -89,9 +110,18 @@ final class Superglobals
                 $headers['Content-type'] = [$type];
             }
         }
-        $status = http_response_code();
 
-        return new Response(\is_int($status) ? $status : 200, $headers, $body);
+        return new Response($status, $headers, $body);
+    }
+
+    /**
+     * Whether a script left an output buffer that PHP cannot close (ob_start() without
+     * PHP_OUTPUT_HANDLER_REMOVABLE) in this worker: it stays for the worker's life, and the
+     * worker should be replaced.
+     */
+    public static function stuck(): bool
+    {
+        return self::$stuck;
     }
 
     /** The body of the current request, for Peregrine\Http\input(). */
@@ -205,6 +235,17 @@ final class Superglobals
         }
 
         return $lines;
+    }
+
+    private static function has(string $lower): bool
+    {
+        foreach (self::$headers as [$name]) {
+            if ($name === $lower) {
+                return true;
+            }
+        }
+
+        return false;
     }
 
     private static function remove(string $lower): void

@@ -47,13 +47,7 @@ final class InMemoryWorker
         $ready = array_shift($frames);
         Assert::assertSame(Frame::READY, $ready['type']);
         Assert::assertSame(PHP_VERSION, $ready['payload']);
-        $responses = [];
-        foreach ($frames as $frame) {
-            Assert::assertSame(Frame::RESPONSE, $frame['type']);
-            $responses[] = ['id' => $frame['id']] + Frames::response($frame['payload']);
-        }
-
-        return $responses;
+        return Frames::answers($frames);
     }
 
     /** Everything the worker wrote to the server, raw. */

@@ -9,7 +9,7 @@ use PHPUnit\Framework\Assert;
 
 /**
  * WorkerProcess runs a PHP worker script the way the server does: fd 3 carries frames to it,
- * fd 4 frames from it, PEREGRINE_PROTOCOL=1 is in its environment.
+ * fd 4 frames from it, PEREGRINE_PROTOCOL=2 is in its environment.
  */
 final class WorkerProcess
 {
@@ -33,7 +33,7 @@ final class WorkerProcess
     {
         $env = array_merge(getenv(), $env);
         if ($protocol) {
-            $env['PEREGRINE_PROTOCOL'] = '1';
+            $env['PEREGRINE_PROTOCOL'] = '2';
         } else {
             unset($env['PEREGRINE_PROTOCOL']);
         }
@@ -71,14 +71,14 @@ final class WorkerProcess
         }
     }
 
-    /** @return array{type: int, id: int, payload: string} */
+    /** @return array{type: int, id: int, flags: int, payload: string} */
     public function readFrame(): array
     {
         $header = $this->read(Frame::HEADER_SIZE);
         $h = unpack(Frame::HEADER_FORMAT, $header);
         Assert::assertSame(Frame::VERSION, $h['version'], 'frame version; stderr: ' . $this->errors());
 
-        return ['type' => $h['type'], 'id' => $h['id'], 'payload' => $this->read($h['length'])];
+        return ['type' => $h['type'], 'id' => $h['id'], 'flags' => $h['flags'], 'payload' => $this->read($h['length'])];
     }
 
     /** Reads the READY frame every worker starts with and returns its payload. */
@@ -94,9 +94,16 @@ final class WorkerProcess
     public function readResponse(): array
     {
         $frame = $this->readFrame();
-        Assert::assertSame(Frame::RESPONSE, $frame['type'], 'frame type; payload: ' . $frame['payload']);
+        Assert::assertSame(Frame::RESPONSE, $frame['type'], 'frame type; payload: ' . substr($frame['payload'], 0, 200));
+        $answer = ['id' => $frame['id']] + Frames::response($frame['payload']);
+        while (($frame['flags'] & Frame::FLAG_MORE) !== 0) {
+            $frame = $this->readFrame();
+            Assert::assertSame(Frame::BODY, $frame['type'], 'a BODY frame after FLAG_MORE');
+            Assert::assertSame($answer['id'], $frame['id']);
+            $answer['body'] .= $frame['payload'];
+        }
 
-        return ['id' => $frame['id']] + Frames::response($frame['payload']);
+        return $answer;
     }
 
     /** Asserts that the worker wrote nothing more, then waits for its exit status. */

@@ -1,0 +1,362 @@
+/* frame.c: reading REQUEST frames from fd 3 and writing the answer's frames to fd 4. */
+#include "peregrine.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define FD_IN 3
+#define FD_OUT 4
+
+/* A REQUEST head larger than this is a protocol error (the server sends far less). */
+#define MAX_HEAD (16u << 20)
+
+static void put16(unsigned char *p, uint16_t v) { p[0] = v & 0xff; p[1] = v >> 8; }
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (v >> (8 * i)) & 0xff;
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Writes all of iov or exits: without fd 4 there is no one left to answer. */
+static void write_all(struct iovec *iov, int n)
+{
+	while (n > 0) {
+		ssize_t w = writev(FD_OUT, iov, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			fprintf(stderr, "peregrine-php: writing to fd 4: %s\n", strerror(errno));
+			_exit(PG_EXIT_PROTOCOL);
+		}
+		for (; n > 0 && (size_t)w >= iov->iov_len; iov++, n--)
+			w -= (ssize_t)iov->iov_len;
+		if (n > 0) {
+			iov->iov_base = (char *)iov->iov_base + w;
+			iov->iov_len -= (size_t)w;
+		}
+	}
+}
+
+/* Sends one frame whose payload is the concatenation of parts[0..n). */
+static void send_frame(uint8_t type, uint16_t flags, uint32_t id, struct iovec *parts, int n)
+{
+	unsigned char hdr[12] = {PG_VERSION, type};
+	struct iovec iov[8] = {{hdr, sizeof(hdr)}};
+	size_t len = 0;
+
+	for (int i = 0; i < n; i++) {
+		iov[i + 1] = parts[i];
+		len += parts[i].iov_len;
+	}
+	put16(hdr + 2, flags);
+	put32(hdr + 4, id);
+	put32(hdr + 8, (uint32_t)len);
+	write_all(iov, n + 1);
+}
+
+void pg_send_ready(void)
+{
+	struct iovec v = {(char *)PHP_VERSION, sizeof(PHP_VERSION) - 1};
+
+	if (!pg.ready_sent)
+		send_frame(PG_READY, 0, 0, &v, 1);
+	pg.ready_sent = true;
+}
+
+void pg_protocol_error(const char *message)
+{
+	struct iovec v = {(char *)message, strlen(message)};
+
+	fprintf(stderr, "peregrine-php: protocol error: %s\n", message);
+	send_frame(PG_ERROR, 0, 0, &v, 1);
+	_exit(PG_EXIT_PROTOCOL);
+}
+
+/* Reads exactly len bytes; returns false at end of file before the first byte. */
+static bool read_full(void *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t r = read(FD_IN, (char *)buf + got, len - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			if (got == 0 && r == 0)
+				return false;
+			pg_protocol_error(r == 0 ? "end of input inside a frame" : strerror(errno));
+		}
+		got += (size_t)r;
+	}
+	return true;
+}
+
+size_t pg_read_body(char *buf, size_t count)
+{
+	size_t got = 0;
+
+	if (count > pg.req.body_left)
+		count = (size_t)pg.req.body_left;
+	while (got < count) {
+		ssize_t r = read(FD_IN, buf + got, count - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) { /* the server is gone: finish this request, then stop */
+			pg.eof = true;
+			pg.req.body_left = 0;
+			break;
+		}
+		got += (size_t)r;
+		pg.req.body_left -= (size_t)r;
+	}
+	return got;
+}
+
+void pg_discard_body(void)
+{
+	char buf[16384];
+
+	while (pg.req.body_left > 0 && pg_read_body(buf, sizeof(buf)) > 0)
+		;
+}
+
+/* The request's buffers live outside PHP's memory manager: in classic mode they outlive
+ * php_request_shutdown(), which resets it. */
+void *pg_xmalloc(size_t size)
+{
+	void *p = malloc(size);
+
+	if (p == NULL) {
+		fprintf(stderr, "peregrine-php: out of memory\n");
+		_exit(1);
+	}
+	return p;
+}
+
+/* Bump allocation from the request's arena, sized in prepare_vars to what it can need. */
+static char *arena_dup(struct pg_request *r, const char *a, size_t alen, const char *b, size_t blen)
+{
+	char *s = r->arena + r->arena_used;
+
+	if (r->arena_used + alen + blen + 1 > r->arena_cap) /* prepare_vars sized it: a bug */
+		pg_protocol_error("internal error: request arena too small");
+	memcpy(s, a, alen);
+	if (b != NULL)
+		memcpy(s + alen, b, blen);
+	s[alen + blen] = '\0';
+	r->arena_used += alen + blen + 1;
+	return s;
+}
+
+static void add_var(struct pg_request *r, const char *name, const char *value)
+{
+	r->vars[r->nvars++] = (struct pg_pair){name, value, strlen(name), strlen(value)};
+}
+
+static const char *header_value(const struct pg_head *h, const char *name)
+{
+	for (size_t i = 0; i < h->nheaders; i++)
+		if (strcmp(h->headers[i].name, name) == 0)
+			return h->headers[i].value;
+	return NULL;
+}
+
+/* Whether nginx's ignore_invalid_headers keeps a header name: letters, digits and hyphens. */
+static bool valid_name(const char *name, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (!isalnum((unsigned char)name[i]) && name[i] != '-')
+			return false;
+	return len > 0 && len <= 255;
+}
+
+/* Adds the header named like hd as HTTP_NAME, as nginx passes headers to FastCGI: names with
+ * other characters than letters, digits and hyphens are dropped (nginx's
+ * ignore_invalid_headers, underscores included), Proxy never becomes HTTP_PROXY
+ * (httpoxy), and a header sent several times becomes one variable, its values joined with ", "
+ * ("; " for Cookie). first is the index of hd; later headers of the same name are joined. */
+static void add_header_var(struct pg_request *r, size_t first)
+{
+	const struct pg_head *h = &r->head;
+	const struct pg_pair *hd = &h->headers[first];
+	const char *sep = strcmp(hd->name, "cookie") == 0 ? "; " : ", ";
+	char name[5 + 256];
+	size_t len = 0, i;
+
+	if (!valid_name(hd->name, hd->name_len) || strcmp(hd->name, "proxy") == 0)
+		return;
+	for (i = 0; i < first; i++)
+		if (strcmp(h->headers[i].name, hd->name) == 0)
+			return; /* joined into the first one already */
+	memcpy(name, "HTTP_", 5);
+	for (i = 0; i <= hd->name_len; i++)
+		name[5 + i] = hd->name[i] == '-' ? '_' : (char)toupper((unsigned char)hd->name[i]);
+	for (i = first; i < h->nheaders; i++)
+		if (strcmp(h->headers[i].name, hd->name) == 0)
+			len += (len ? 2 : 0) + h->headers[i].value_len;
+	const char *value = hd->value;
+	if (len != hd->value_len) {
+		char *joined = arena_dup(r, "", 0, NULL, len), *p = joined;
+		for (i = first; i < h->nheaders; i++) {
+			if (strcmp(h->headers[i].name, hd->name) != 0)
+				continue;
+			if (p != joined) {
+				memcpy(p, sep, 2);
+				p += 2;
+			}
+			memcpy(p, h->headers[i].value, h->headers[i].value_len);
+			p += h->headers[i].value_len;
+		}
+		value = joined;
+	}
+	r->vars[r->nvars++] = (struct pg_pair){arena_dup(r, name, 5 + hd->name_len, "", 0), value,
+		5 + hd->name_len, len};
+}
+
+/* Builds the request's server variables in the order FPM behind nginx registers them: the
+ * fields of the frame, the headers, then the server parameters as given. */
+static void prepare_vars(struct pg_request *r)
+{
+	const struct pg_head *h = &r->head;
+	size_t head_len = 0;
+	const char *v;
+
+	/* Names (HTTP_ + name), joined values, and PHP_SELF (two fields of the head). */
+	for (size_t i = 0; i < h->nheaders; i++)
+		head_len += h->headers[i].name_len + h->headers[i].value_len + 16;
+	r->arena_cap = head_len + r->head_len + 64;
+	r->arena = pg_xmalloc(r->arena_cap);
+	r->vars = pg_xmalloc((16 + h->nheaders + h->nparams) * sizeof(*r->vars));
+
+	add_var(r, "REQUEST_METHOD", h->field[PG_METHOD]);
+	add_var(r, "REQUEST_URI", h->field[PG_URI]);
+	add_var(r, "QUERY_STRING", h->field[PG_QUERY]);
+	add_var(r, "SERVER_PROTOCOL", h->field[PG_PROTOCOL]);
+	add_var(r, "REQUEST_SCHEME", h->field[PG_SCHEME]);
+	add_var(r, "REMOTE_ADDR", h->field[PG_REMOTE_ADDR]);
+	add_var(r, "REMOTE_PORT", h->field[PG_REMOTE_PORT]);
+	add_var(r, "SERVER_ADDR", h->field[PG_SERVER_ADDR]);
+	add_var(r, "SERVER_PORT", h->field[PG_SERVER_PORT]);
+	if (strcmp(h->field[PG_SCHEME], "https") == 0)
+		add_var(r, "HTTPS", "on");
+	r->content_type = header_value(h, "content-type");
+	add_var(r, "CONTENT_TYPE", r->content_type ? r->content_type : "");
+	v = header_value(h, "content-length");
+	add_var(r, "CONTENT_LENGTH", v ? v : "");
+	add_var(r, "GATEWAY_INTERFACE", "CGI/1.1");
+	add_var(r, "SERVER_SOFTWARE", "peregrine");
+	for (size_t i = 0; i < h->nheaders; i++)
+		add_header_var(r, i);
+	for (size_t i = 0; i < h->nparams; i++)
+		r->vars[r->nvars++] = h->params[i];
+	r->cookie = pg_param("HTTP_COOKIE");
+
+	/* PHP_SELF as FPM builds it with cgi.fix_pathinfo: SCRIPT_NAME then PATH_INFO. */
+	const char *script = pg_param("SCRIPT_NAME"), *info = pg_param("PATH_INFO");
+	r->php_self = script ? arena_dup(r, script, strlen(script), info ? info : "", info ? strlen(info) : 0)
+			     : h->field[PG_PATH];
+}
+
+bool pg_next_request(void)
+{
+	struct pg_request *r = &pg.req;
+	unsigned char hdr[12], lenbuf[4];
+	const char *err;
+
+	pg_discard_body();
+	if (pg.eof || !read_full(hdr, sizeof(hdr)))
+		return false;
+	if (hdr[0] != PG_VERSION)
+		pg_protocol_error("frame header version is not 2");
+	uint32_t len = get32(hdr + 8);
+	if (hdr[1] == PG_STOP) {
+		r->body_left = len; /* a STOP carries nothing; skip whatever it has */
+		pg_discard_body();
+		return false;
+	}
+	if (hdr[1] != PG_REQUEST)
+		pg_protocol_error("expected a REQUEST or STOP frame");
+	if (len < 4)
+		pg_protocol_error("REQUEST payload shorter than its head length");
+	read_full(lenbuf, 4);
+	uint32_t head_len = get32(lenbuf);
+	if (head_len > len - 4 || head_len > MAX_HEAD)
+		pg_protocol_error("REQUEST head length exceeds the payload");
+
+	memset(r, 0, sizeof(*r));
+	r->id = get32(hdr + 4);
+	r->body_left = len - 4 - head_len;
+	r->head_len = head_len;
+	r->head_buf = pg_xmalloc((size_t)head_len + 1);
+	if (head_len > 0)
+		read_full(r->head_buf, head_len);
+	r->head_buf[head_len] = '\0';
+	if (pg_head_decode(&r->head, r->head_buf, head_len, &err) != 0)
+		pg_protocol_error(err);
+	struct timeval tv;
+	gettimeofday(&tv, NULL);
+	r->time = (double)tv.tv_sec + tv.tv_usec / 1e6;
+	r->status = 200;
+	prepare_vars(r);
+	pg.out_len = 0;
+	return true;
+}
+
+void pg_emit(uint16_t flags)
+{
+	struct pg_request *r = &pg.req;
+	struct iovec parts[3];
+	unsigned char pre[6];
+
+	if (r->started) {
+		parts[0] = (struct iovec){pg.out, pg.out_len};
+		send_frame(PG_BODY, flags, r->id, parts, 1);
+	} else {
+		put16(pre, (uint16_t)r->status);
+		put32(pre + 2, (uint32_t)r->resp_head_len);
+		parts[0] = (struct iovec){pre, sizeof(pre)};
+		parts[1] = (struct iovec){r->resp_head, r->resp_head_len};
+		parts[2] = (struct iovec){pg.out, pg.out_len};
+		send_frame(PG_RESPONSE, flags, r->id, parts, 3);
+		r->started = true;
+	}
+	pg.out_len = 0;
+}
+
+void pg_send_hints(const char *pairs, size_t len)
+{
+	struct iovec v = {(char *)pairs, len};
+
+	send_frame(PG_HINTS, 0, pg.req.id, &v, 1);
+}
+
+void pg_answer_finish(void)
+{
+	if (pg.req.finished)
+		return;
+	pg_emit(0);
+	pg.req.finished = true;
+}
+
+void pg_request_free(void)
+{
+	struct pg_request *r = &pg.req;
+	uint64_t body_left = r->body_left;
+
+	pg_head_free(&r->head);
+	free(r->resp_head);
+	free(r->head_buf);
+	free(r->arena);
+	free(r->vars);
+	memset(r, 0, sizeof(*r));
+	r->body_left = body_left; /* discarded before the next frame is read */
+}

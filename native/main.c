@@ -1,0 +1,146 @@
+/* main.c: peregrine-php [-d name=value]... [SCRIPT [ARGS...]]
+ *
+ * With SCRIPT, worker mode (worker.c). Without, classic mode: every REQUEST frame is a full
+ * PHP request (startup, SCRIPT_FILENAME, shutdown), PHP-FPM's shared-nothing model in a process
+ * that stays warm. Requests arrive on fd 3, answers leave on fd 4 (docs/protocol.md). */
+#include "peregrine.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "main/php_main.h"
+#include "main/php_output.h"
+#include "Zend/zend_extensions.h"
+
+#define REEXEC_ENV "PEREGRINE_PHP_OPCACHE_TRIED"
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: peregrine-php [-d name=value]... [SCRIPT [ARGS...]]\n"
+			"Started by the peregrine server with requests on fd 3 and answers on fd 4.\n");
+	exit(64);
+}
+
+/* Runs one request in classic mode, as FPM's main loop does. path_translated is emalloc'ed:
+ * php_fopen_primary_script() frees it when the script cannot be opened. */
+static void classic_request(void)
+{
+	const char *script = pg_param("SCRIPT_FILENAME");
+	zend_file_handle fh;
+
+	SG(request_info).path_translated = script && *script ? estrdup(script) : NULL;
+	if (php_request_startup() == FAILURE) {
+		pg.req.status = 500;
+		return;
+	}
+	if (SG(request_info).path_translated == NULL) {
+		zend_try {
+			SG(sapi_headers).http_response_code = 404;
+			PUTS("File not found.\n");
+		} zend_end_try();
+	} else {
+		zend_stream_init_filename(&fh, SG(request_info).path_translated);
+		fh.primary_script = 1;
+		if (php_fopen_primary_script(&fh) == FAILURE) {
+			zend_try {
+				fprintf(stderr, "peregrine-php: unable to open primary script: %s (%s)\n", script, strerror(errno));
+				SG(sapi_headers).http_response_code = errno == EACCES ? 403 : 404;
+				PUTS(errno == EACCES ? "Access denied.\n" : "File not found.\n");
+			} zend_end_try();
+		} else {
+			php_execute_script(&fh);
+		}
+		zend_destroy_file_handle(&fh);
+	}
+	if (SG(request_info).path_translated) {
+		efree(SG(request_info).path_translated);
+		SG(request_info).path_translated = NULL;
+	}
+	php_request_shutdown(NULL);
+}
+
+static int classic_serve(void)
+{
+	pg_send_ready();
+	while (pg_next_request()) {
+		pg_request_info_fill();
+		classic_request();
+		pg_answer_finish();
+		pg_request_info_clear();
+		pg_request_free();
+	}
+	return 0;
+}
+
+/* Appends "name=value\n" (or "name=1\n") to the ini entries given to PHP. */
+static void add_ini(smart_string *ini, const char *arg)
+{
+	smart_string_appendl_ex(ini, arg, strlen(arg), 1);
+	if (strchr(arg, '=') == NULL)
+		smart_string_appendl_ex(ini, "=1", 2, 1);
+	smart_string_appendc_ex(ini, '\n', 1);
+}
+
+/* OPcache is a zend_extension loaded by an ini file; if none loaded it, start again once with
+ * -d zend_extension=opcache.so (loading it twice would print a warning on every start). */
+static void ensure_opcache(char **argv)
+{
+	if (zend_get_extension("Zend OPcache") != NULL || getenv(REEXEC_ENV) != NULL)
+		return;
+	int argc = 0;
+	while (argv[argc])
+		argc++;
+	char **args = calloc((size_t)argc + 3, sizeof(char *));
+	args[0] = argv[0];
+	args[1] = "-dzend_extension=opcache.so";
+	memcpy(args + 2, argv + 1, (size_t)argc * sizeof(char *));
+	setenv(REEXEC_ENV, "1", 1);
+	execv("/proc/self/exe", args);
+	fprintf(stderr, "peregrine-php: re-executing with OPcache: %s\n", strerror(errno));
+	free(args);
+}
+
+int main(int argc, char **argv)
+{
+	smart_string ini = {0};
+	int i, status;
+
+	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+		if (strcmp(argv[i], "-d") == 0 && i + 1 < argc)
+			add_ini(&ini, argv[++i]);
+		else if (strncmp(argv[i], "-d", 2) == 0 && argv[i][2] != '\0')
+			add_ini(&ini, argv[i] + 2);
+		else
+			usage();
+	}
+	if (fcntl(3, F_GETFD) < 0 || fcntl(4, F_GETFD) < 0) {
+		fprintf(stderr, "peregrine-php: fds 3 and 4 must be open: the peregrine server starts this program\n");
+		exit(64);
+	}
+	smart_string_0(&ini);
+
+	signal(SIGPIPE, SIG_IGN);
+	zend_signal_startup();
+	sapi_startup(&pg_sapi);
+	pg_sapi.ini_entries = ini.c;
+	pg_sapi.additional_functions = pg_functions;
+	pg_sapi.executable_location = argv[0];
+	if (pg_sapi.startup(&pg_sapi) == FAILURE) {
+		fprintf(stderr, "peregrine-php: PHP failed to start\n");
+		return 1;
+	}
+	ensure_opcache(argv);
+	/* Children PHP spawns (exec, proc_open) must not hold the server's pipes. */
+	fcntl(3, F_SETFD, FD_CLOEXEC);
+	fcntl(4, F_SETFD, FD_CLOEXEC);
+	pg.out = pg_xmalloc(PG_BODY_CHUNK);
+	pg.worker = i < argc;
+	status = pg.worker ? pg_worker_run(argc - i, argv + i) : classic_serve();
+
+	php_module_shutdown();
+	sapi_shutdown();
+	free(pg.out);
+	smart_string_free_ex(&ini, 1);
+	return status;
+}

@@ -1,0 +1,335 @@
+/* sapi.c: the SAPI module: one short function per callback, over the request in `pg`. */
+#include "peregrine.h"
+
+#include <unistd.h>
+
+#include "ext/standard/head.h"
+#include "main/php_main.h"
+#include "main/php_output.h"
+#include "main/php_variables.h"
+
+struct pg_runtime pg;
+
+/* The last value of a server variable of the current request, or NULL. */
+const char *pg_param(const char *name)
+{
+	size_t len = strlen(name);
+
+	for (size_t i = pg.req.nvars; i-- > 0;)
+		if (pg.req.vars[i].name_len == len && memcmp(pg.req.vars[i].name, name, len) == 0)
+			return pg.req.vars[i].value;
+	return NULL;
+}
+
+/* Whether the current request hit a fatal error (an uncaught exception included). */
+bool pg_fatal_error(void)
+{
+	return PG(last_error_message) != NULL &&
+	       (PG(last_error_type) & (E_ERROR | E_CORE_ERROR | E_COMPILE_ERROR | E_USER_ERROR |
+				       E_PARSE | E_RECOVERABLE_ERROR));
+}
+
+/* Fills SG(request_info) from the current request, as FPM's init_request_info does. */
+void pg_request_info_fill(void)
+{
+	const struct pg_head *h = &pg.req.head;
+	const char *auth = NULL;
+
+	for (size_t i = 0; i < h->nheaders && auth == NULL; i++)
+		if (strcmp(h->headers[i].name, "authorization") == 0)
+			auth = h->headers[i].value;
+	SG(request_info).request_method = h->field[PG_METHOD];
+	SG(request_info).query_string = (char *)h->field[PG_QUERY];
+	SG(request_info).request_uri = (char *)pg.req.php_self;
+	SG(request_info).content_type = pg.req.content_type;
+	SG(request_info).content_length = (zend_long)pg.req.body_left;
+	SG(request_info).path_translated = NULL; /* classic mode sets its own copy */
+	SG(request_info).argc = 0;
+	SG(request_info).argv = NULL;
+	SG(sapi_headers).http_response_code = 200;
+	php_handle_auth_data(auth);
+	SG(server_context) = &pg;
+	pg.active = true;
+}
+
+/* Forgets the pointers into the request's buffers before they are freed. */
+void pg_request_info_clear(void)
+{
+	pg.active = false;
+	SG(server_context) = NULL;
+	SG(request_info).request_method = NULL;
+	SG(request_info).query_string = NULL;
+	SG(request_info).request_uri = NULL;
+	SG(request_info).content_type = NULL;
+	SG(request_info).path_translated = NULL;
+	SG(request_info).cookie_data = NULL;
+}
+
+static int pg_startup(sapi_module_struct *module)
+{
+	return php_module_startup(module, NULL);
+}
+
+/* sapi_activate() resets proto_num to HTTP/1.0; set the request's ("HTTP/1.1" is 1001). */
+static int pg_activate(void)
+{
+	const char *p = pg.active ? pg.req.head.field[PG_PROTOCOL] : "";
+
+	if (strncmp(p, "HTTP/", 5) == 0 && p[5] >= '0' && p[5] <= '9')
+		SG(request_info).proto_num = (p[5] - '0') * 1000 + (p[6] == '.' ? atoi(p + 7) : 0);
+	return SUCCESS;
+}
+
+static size_t pg_ub_write(const char *str, size_t len)
+{
+	size_t done = 0;
+
+	if (!pg.active) { /* the worker's own output, outside any request: the log */
+		while (done < len) {
+			ssize_t w = write(STDOUT_FILENO, str + done, len - done);
+			if (w <= 0)
+				break;
+			done += (size_t)w;
+		}
+		return len;
+	}
+	if (pg.req.finished)
+		return len;
+	while (done < len) {
+		size_t n = MIN(len - done, PG_BODY_CHUNK - pg.out_len);
+		memcpy(pg.out + pg.out_len, str + done, n);
+		pg.out_len += n;
+		done += n;
+		if (pg.out_len == PG_BODY_CHUNK)
+			pg_emit(PG_FLAG_MORE);
+	}
+	return len;
+}
+
+/* flush(): what was output so far goes to the client now. */
+static void pg_flush(void *server_context)
+{
+	(void)server_context;
+	if (!pg.active || pg.req.finished)
+		return;
+	if (!SG(headers_sent))
+		sapi_send_headers();
+	if (pg.out_len > 0 || !pg.req.started)
+		pg_emit(PG_FLAG_MORE | PG_FLAG_FLUSH);
+}
+
+/* getenv() sees the request's variables first, as under FPM. */
+static char *pg_getenv(const char *name, size_t len)
+{
+	(void)len;
+	return pg.active ? (char *)pg_param(name) : NULL;
+}
+
+/* Appends "name\0value\0" to *buf; a "Status:" header sets *status instead, as FPM does. */
+static void append_header(smart_string *buf, const sapi_header_struct *h, int *status)
+{
+	const char *colon = memchr(h->header, ':', h->header_len);
+	const char *value;
+
+	if (colon == NULL)
+		return;
+	for (value = colon + 1; *value == ' ' || *value == '\t'; value++)
+		;
+	size_t name_len = (size_t)(colon - h->header);
+	if (name_len == 6 && strncasecmp(h->header, "Status", 6) == 0) {
+		int code = atoi(value);
+		if (code >= 100 && code <= 999)
+			*status = code;
+		return;
+	}
+	smart_string_appendl(buf, h->header, name_len);
+	smart_string_appendc(buf, '\0');
+	smart_string_appendl(buf, value, h->header_len - (size_t)(value - h->header));
+	smart_string_appendc(buf, '\0');
+}
+
+/* Collects the head of the answer; it goes out with the first part of the body. A 1xx status
+ * (headers_send(103)) goes out at once as a HINTS frame. */
+static int pg_send_headers(sapi_headers_struct *headers)
+{
+	zend_llist_position pos;
+	smart_string buf = {0};
+	int status = headers->http_response_code ? headers->http_response_code : 200;
+
+	if (!pg.active || pg.req.finished || pg.req.started)
+		return SAPI_HEADER_SENT_SUCCESSFULLY;
+	for (sapi_header_struct *h = zend_llist_get_first_ex(&headers->headers, &pos); h != NULL;
+	     h = zend_llist_get_next_ex(&headers->headers, &pos))
+		append_header(&buf, h, &status);
+	if (status >= 100 && status < 200) {
+		pg_send_hints(buf.c, buf.len ? buf.len - 1 : 0);
+		smart_string_free(&buf);
+		return SAPI_HEADER_SENT_SUCCESSFULLY;
+	}
+	if (status == 200 && pg_fatal_error())
+		status = 500;
+	free(pg.req.resp_head);
+	pg.req.resp_head_len = buf.len ? buf.len - 1 : 0; /* pairs are joined, not terminated */
+	pg.req.resp_head = pg_xmalloc(buf.len + 1);
+	memcpy(pg.req.resp_head, buf.c ? buf.c : "", buf.len);
+	smart_string_free(&buf);
+	pg.req.status = status;
+	pg.req.captured = true;
+	return SAPI_HEADER_SENT_SUCCESSFULLY;
+}
+
+static size_t pg_read_post(char *buf, size_t count)
+{
+	return pg.active ? pg_read_body(buf, count) : 0;
+}
+
+static char *pg_read_cookies(void)
+{
+	return pg.active ? (char *)pg.req.cookie : NULL;
+}
+
+static void pg_register(const char *name, const char *value, size_t len, zval *arr)
+{
+	size_t new_len = len;
+
+	if (sapi_module.input_filter(PARSE_SERVER, name, (char **)&value, len, &new_len))
+		php_register_variable_safe(name, value, new_len, arr);
+}
+
+/* $_SERVER: the environment, then the request's variables (FPM imports the environment too);
+ * outside a request (the worker script's boot), what the CLI registers. */
+static void pg_register_variables(zval *arr)
+{
+	php_import_environment_variables(arr);
+	if (!pg.active) {
+		const char *s = pg.script ? pg.script : "";
+		pg_register("PHP_SELF", s, strlen(s), arr);
+		pg_register("SCRIPT_NAME", s, strlen(s), arr);
+		pg_register("SCRIPT_FILENAME", s, strlen(s), arr);
+		pg_register("PATH_TRANSLATED", s, strlen(s), arr);
+		pg_register("DOCUMENT_ROOT", "", 0, arr);
+		return;
+	}
+	for (size_t i = 0; i < pg.req.nvars; i++)
+		pg_register(pg.req.vars[i].name, pg.req.vars[i].value, pg.req.vars[i].value_len, arr);
+	pg_register("PHP_SELF", pg.req.php_self, strlen(pg.req.php_self), arr);
+}
+
+/* PHP's log (error_log unset): stderr, which the server logs. */
+static void pg_log_message(const char *message, int syslog_type)
+{
+	(void)syslog_type;
+	fprintf(stderr, "%s\n", message);
+}
+
+static zend_result pg_get_request_time(double *t)
+{
+	*t = pg.req.time;
+	return pg.active ? SUCCESS : FAILURE;
+}
+
+/* Named fpm-fcgi so that OPcache starts (it only knows some SAPI names) and applications take
+ * the paths they take under PHP-FPM; native/README.md explains the choice. */
+sapi_module_struct pg_sapi = {
+	"fpm-fcgi",
+	"Peregrine native runtime (FPM-compatible)",
+	pg_startup,
+	php_module_shutdown_wrapper,
+	pg_activate,
+	NULL,                   /* deactivate */
+	pg_ub_write,
+	pg_flush,
+	NULL,                   /* get_stat */
+	pg_getenv,
+	php_error,
+	NULL,                   /* header_handler */
+	pg_send_headers,
+	NULL,                   /* send_header */
+	pg_read_post,
+	pg_read_cookies,
+	pg_register_variables,
+	pg_log_message,
+	pg_get_request_time,
+	NULL,                   /* terminate_process */
+	STANDARD_SAPI_MODULE_PROPERTIES
+};
+
+/* fastcgi_finish_request(): the answer goes out now; the script goes on, its output discarded. */
+PHP_FUNCTION(fastcgi_finish_request)
+{
+	ZEND_PARSE_PARAMETERS_NONE();
+	if (!pg.active || pg.req.finished)
+		RETURN_FALSE;
+	php_output_end_all();
+	php_header();
+	pg_answer_finish();
+	RETURN_TRUE;
+}
+
+/* getallheaders(), as FPM builds it from the HTTP_* variables: "HTTP_USER_AGENT" is
+ * "User-Agent", plus Content-Type and Content-Length. */
+PHP_FUNCTION(getallheaders)
+{
+	ZEND_PARSE_PARAMETERS_NONE();
+	array_init(return_value);
+	for (size_t i = 0; pg.active && i < pg.req.nvars; i++) {
+		const struct pg_pair *v = &pg.req.vars[i];
+		char name[256];
+		size_t n = 0;
+		if (strcmp(v->name, "CONTENT_TYPE") == 0 || strcmp(v->name, "CONTENT_LENGTH") == 0) {
+			if (v->value_len == 0)
+				continue;
+			n = v->name[8] == 'T' ? 12 : 14;
+			memcpy(name, v->name[8] == 'T' ? "Content-Type" : "Content-Length", n);
+		} else if (v->name_len > 5 && v->name_len < sizeof(name) + 5 && strncmp(v->name, "HTTP_", 5) == 0) {
+			for (const char *p = v->name + 5; *p; p++, n++)
+				name[n] = *p == '_' ? '-' : (n == 0 || name[n - 1] == '-') ? *p : (char)tolower(*p);
+		} else {
+			continue;
+		}
+		add_assoc_stringl_ex(return_value, name, n, v->value, v->value_len);
+	}
+}
+
+/* headers_send(int $status = 200): int, as FrankenPHP has it: sends the headers set so far;
+ * with a 1xx status (103 Early Hints) they go out as a HINTS frame and stay set. */
+PHP_FUNCTION(headers_send)
+{
+	zend_long status = 200;
+
+	ZEND_PARSE_PARAMETERS_START(0, 1)
+		Z_PARAM_OPTIONAL
+		Z_PARAM_LONG(status)
+	ZEND_PARSE_PARAMETERS_END();
+	int previous = SG(sapi_headers).http_response_code;
+	SG(sapi_headers).http_response_code = (int)status;
+	if (status >= 100 && status < 200) {
+		int ret = pg_send_headers(&SG(sapi_headers));
+		SG(sapi_headers).http_response_code = previous;
+		RETURN_LONG(ret);
+	}
+	RETURN_LONG(sapi_send_headers());
+}
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_handle_request, 0, 1, _IS_BOOL, 0)
+	ZEND_ARG_TYPE_INFO(0, handler, IS_CALLABLE, 0)
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_finish_request, 0, 0, _IS_BOOL, 0)
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_getallheaders, 0, 0, IS_ARRAY, 0)
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_headers_send, 0, 0, IS_LONG, 0)
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, status, IS_LONG, 0, "200")
+ZEND_END_ARG_INFO()
+
+const zend_function_entry pg_functions[] = {
+	PHP_FE(peregrine_handle_request, arginfo_handle_request)
+	PHP_FE(fastcgi_finish_request, arginfo_finish_request)
+	PHP_FE(getallheaders, arginfo_getallheaders)
+	PHP_FALIAS(apache_request_headers, getallheaders, arginfo_getallheaders)
+	PHP_FE(headers_send, arginfo_headers_send)
+	PHP_FE_END
+};

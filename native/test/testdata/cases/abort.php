@@ -1,0 +1,2 @@
+<?php
+echo json_encode([connection_aborted(), connection_status(), ignore_user_abort(true)]);

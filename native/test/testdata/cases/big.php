@@ -1,0 +1,5 @@
+<?php
+$chunk = str_repeat('x', 1000);
+for ($i = 0; $i < 3000; $i++) {
+    echo $chunk;
+}

@@ -1,0 +1,4 @@
+<?php
+header('Content-Type: text/plain');
+echo 'partial ';
+die('bye');

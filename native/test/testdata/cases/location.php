@@ -1,0 +1,5 @@
+<?php
+header('Location: /next');
+echo 'redirecting';
+exit;
+echo 'not reached';

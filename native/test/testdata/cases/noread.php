@@ -1,0 +1,2 @@
+<?php
+echo 'ignored ', $_SERVER['CONTENT_LENGTH'], ' bytes';

@@ -1,0 +1,20 @@
+<?php
+$keys = ['REQUEST_METHOD', 'REQUEST_URI', 'QUERY_STRING', 'SERVER_PROTOCOL', 'REMOTE_ADDR', 'REMOTE_PORT',
+    'SERVER_ADDR', 'SERVER_PORT', 'HTTPS', 'CONTENT_TYPE', 'CONTENT_LENGTH', 'HTTP_HOST', 'HTTP_X_MULTI',
+    'HTTP_PROXY', 'GATEWAY_INTERFACE', 'SERVER_SOFTWARE', 'SCRIPT_NAME', 'PATH_INFO', 'PHP_SELF',
+    'DOCUMENT_ROOT', 'SERVER_NAME', 'PHP_AUTH_USER', 'PHP_AUTH_PW'];
+$server = [];
+foreach ($keys as $k) {
+    $server[$k] = $_SERVER[$k] ?? null;
+}
+echo json_encode([
+    'server' => $server,
+    'time' => is_int($_SERVER['REQUEST_TIME']) && is_float($_SERVER['REQUEST_TIME_FLOAT']),
+    'getenv' => getenv('REMOTE_ADDR'),
+    'getenv_proxy' => getenv('HTTP_PROXY'),
+    'headers' => getallheaders(),
+    'apache' => apache_request_headers() === getallheaders(),
+    'filter_get' => filter_input(INPUT_GET, 'q'),
+    'filter_server' => filter_input(INPUT_SERVER, 'REMOTE_ADDR'),
+    'cookie' => $_COOKIE,
+]);

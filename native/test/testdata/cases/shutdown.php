@@ -1,0 +1,5 @@
+<?php
+register_shutdown_function(function (): void {
+    echo '+shutdown';
+});
+echo 'main';

@@ -1,0 +1,3 @@
+<?php
+echo 'partial';
+throw new RuntimeException('boom');

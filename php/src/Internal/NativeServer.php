@@ -1,0 +1,394 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Peregrine\Internal;
+
+use Peregrine\Http\Request;
+use Peregrine\Http\Response;
+use Peregrine\Http\UploadedFile;
+use Psr\Http\Message\ResponseInterface;
+use Psr\Http\Message\ServerRequestFactoryInterface;
+use Psr\Http\Message\ServerRequestInterface;
+use Psr\Http\Message\StreamFactoryInterface;
+use Psr\Http\Message\UploadedFileFactoryInterface;
+
+/**
+ * NativeServer serves Worker's three modes under the native runtime (bin/peregrine-php,
+ * native/README.md), where PHP itself runs as the server's SAPI: the superglobals, php://input,
+ * header(), setcookie(), sessions, uploads and exit() are PHP's own, as under PHP-FPM.
+ *
+ * Each serve method loops on peregrine_handle_request(), which blocks for the next request,
+ * sets PHP's per-request state up, calls the closure it is given, sends the status, headers and
+ * output PHP collected, and resets the state; it returns false when the server says stop.
+ *
+ *     serve*() --> peregrine_handle_request(fn) --true--> reset hooks --+
+ *                    ^                                                   |
+ *                    +---------------------------------------------------+
+ *                  false (STOP or end of input): serve*() returns
+ *
+ * serve() and servePsr() answer an exception with a 500 as the CLI runtime does, and send what
+ * the handler echoes to the log rather than to the client. serveGlobals() leaves both to PHP,
+ * as PHP-FPM would: output is the body, an uncaught exception a fatal error and a 500.
+ *
+ * @internal
+ */
+final class NativeServer
+{
+    /** @var list<callable> */
+    private array $resetHooks = [];
+
+    /**
+     * Adds a hook that runs after every request, once its answer is sent, whatever the handler
+     * returned or threw. A hook that throws is logged; the worker goes on.
+     */
+    public function onReset(callable $hook): self
+    {
+        $this->resetHooks[] = $hook;
+
+        return $this;
+    }
+
+    /** @param callable(Request): Response $handler */
+    public function serve(callable $handler): void
+    {
+        $this->loop(function () use ($handler): void {
+            $response = $this->call(static fn (): mixed => $handler(self::request()));
+            if ($response instanceof Response && \is_string($response->body)) {
+                self::send($response->status, $response->headers, $response->body);
+            } elseif ($response instanceof Response) {
+                self::send($response->status, $response->headers, '');
+                $this->stream($response->body);
+            } elseif (!$response instanceof \Throwable) {
+                $this->fail('The handler returned ' . get_debug_type($response) . ', not a ' . Response::class);
+            }
+        });
+    }
+
+    /**
+     * Serves with PSR-7 messages: $handler is a PSR-15 handler, an object with
+     * handle(ServerRequestInterface), or a callable; $factory implements the PSR-17 server
+     * request, stream and uploaded file factories.
+     *
+     * @throws \InvalidArgumentException if $handler or $factory is unusable; nothing is served then
+     */
+    public function servePsr(callable|object $handler, object $factory): void
+    {
+        foreach ([ServerRequestFactoryInterface::class, StreamFactoryInterface::class, UploadedFileFactoryInterface::class] as $interface) {
+            if (!$factory instanceof $interface) {
+                throw new \InvalidArgumentException(sprintf('The factory given to servePsr() must implement %s; %s does not',
+                    $interface, $factory::class));
+            }
+        }
+        /** @var ServerRequestFactoryInterface&StreamFactoryInterface&UploadedFileFactoryInterface $factory */
+        $handle = Handling::psrHandler($handler);
+        $this->loop(function () use ($handle, $factory): void {
+            $response = $this->call(static fn (): mixed => $handle(self::psrRequest($factory)));
+            if ($response instanceof ResponseInterface) {
+                $body = $response->getBody();
+                self::send($response->getStatusCode(), $response->getHeaders(), '');
+                $parts = PsrBridge::parts($response);
+                if ($parts !== null) {
+                    $this->stream($parts); // not seekable: streamed as it is read
+                } else {
+                    $body->rewind();
+                    while (!$body->eof()) {
+                        echo $body->read(1 << 20);
+                    }
+                }
+            } elseif (!$response instanceof \Throwable) {
+                $this->fail('The handler returned ' . get_debug_type($response) . ', not a ' . ResponseInterface::class);
+            }
+        });
+    }
+
+    /**
+     * Runs a script written for PHP-FPM: the superglobals, header(), php://input and the output
+     * are PHP's own, so $script needs nothing from Peregrine.
+     */
+    public function serveGlobals(callable $script): void
+    {
+        $this->loop(static function () use ($script): void {
+            $script();
+        });
+    }
+
+    private function loop(\Closure $request): void
+    {
+        while (\peregrine_handle_request($request)) {
+            foreach ($this->resetHooks as $hook) {
+                try {
+                    $hook();
+                } catch (\Throwable $e) {
+                    self::log('Reset hook failed: ' . Handling::describe($e));
+                }
+            }
+        }
+    }
+
+    /**
+     * Calls $handler with its output diverted to the log, as the CLI runtime does; returns what
+     * it returned, or the Throwable it threw, answered with a 500.
+     */
+    private function call(\Closure $handler): mixed
+    {
+        $level = ob_get_level();
+        ob_start();
+        try {
+            $result = $handler();
+        } catch (\Throwable $e) {
+            $result = $e;
+        }
+        $stray = '';
+        while (ob_get_level() > $level) {
+            $stray = ob_get_clean() . $stray;
+        }
+        if ($stray !== '') {
+            file_put_contents('php://stderr', $stray);
+        }
+        if ($result instanceof \Throwable) {
+            $this->fail(Handling::describe($result), $result);
+        }
+
+        return $result;
+    }
+
+    /**
+     * Streams a body that comes in parts (a Response's iterable, a PSR-7 stream that is not
+     * seekable): each part is output and flushed, so the server sends it at once. What the
+     * body's code echoes meanwhile goes to the log, as in call(). A failure before the first
+     * part answers 500; after it the answer is cut short and the failure logged.
+     *
+     * @param iterable<mixed> $parts
+     */
+    private function stream(iterable $parts): void
+    {
+        $level = ob_get_level();
+        $begun = false;
+        ob_start();
+        try {
+            foreach ($parts as $part) {
+                self::divert($level);
+                if (!\is_string($part)) {
+                    throw new \UnexpectedValueException(sprintf('A streamed response body yielded %s; it must yield strings', get_debug_type($part)));
+                }
+                echo $part;
+                if ($level > 0) {
+                    ob_flush(); // output_buffering's buffer
+                }
+                flush();
+                $begun = true;
+                ob_start();
+            }
+            self::divert($level);
+        } catch (\Throwable $e) {
+            self::divert($level);
+            if (!$begun) {
+                $this->fail(Handling::describe($e), $e);
+
+                return;
+            }
+            self::log('A streamed response was cut short: ' . Handling::describe($e));
+        }
+    }
+
+    /** Sends what was echoed into the output buffers above $level to the log, and closes them. */
+    private static function divert(int $level): void
+    {
+        $stray = '';
+        while (ob_get_level() > $level) {
+            $stray = ob_get_clean() . $stray;
+        }
+        if ($stray !== '') {
+            file_put_contents('php://stderr', $stray);
+        }
+    }
+
+    /** Builds the Request from PHP's own view of it. */
+    private static function request(): Request
+    {
+        $method = $_SERVER['REQUEST_METHOD'] ?? 'GET';
+        $multipart = self::isMultipart();
+        $headers = [];
+        foreach (getallheaders() as $name => $value) {
+            $headers[strtolower($name)] = [$value];
+        }
+        // A GET or HEAD without a Content-Length has no body (the server states the length of
+        // every body it passes), so php://input need not be opened for most requests.
+        $length = $_SERVER['CONTENT_LENGTH'] ?? '';
+        $hasBody = $length !== '0' && ($length !== '' || ($method !== 'GET' && $method !== 'HEAD'));
+        if (!$multipart && $_FILES === []) {
+            // The common case, as the cli runtime builds it: query, cookies and form are parsed
+            // on first use, from the same bytes PHP parsed them from.
+            $uri = (string) ($_SERVER['REQUEST_URI'] ?? '/');
+            $q = strpos($uri, '?');
+
+            return Request::fromFrame([
+                $method, $uri, $q === false ? $uri : substr($uri, 0, $q), $q === false ? '' : substr($uri, $q + 1),
+                (string) ($_SERVER['SERVER_PROTOCOL'] ?? 'HTTP/1.1'), (string) ($_SERVER['REMOTE_ADDR'] ?? ''),
+                (string) ($_SERVER['REMOTE_PORT'] ?? '0'), (string) ($_SERVER['SERVER_ADDR'] ?? ''),
+                (string) ($_SERVER['SERVER_PORT'] ?? '0'), self::scheme(), '',
+            ], $headers, $hasBody ? (string) file_get_contents('php://input') : '', []);
+        }
+
+        return new Request(
+            method: $method,
+            uri: $_SERVER['REQUEST_URI'] ?? '/',
+            headers: $headers,
+            body: $multipart || !$hasBody ? '' : (string) file_get_contents('php://input'),
+            queryParams: $_GET,
+            cookies: $_COOKIE,
+            parsedBody: $method === 'POST' && ($multipart || self::isUrlencoded()) ? $_POST : null,
+            files: $_FILES === [] ? [] : self::files($_FILES),
+            remoteAddr: (string) ($_SERVER['REMOTE_ADDR'] ?? ''),
+            remotePort: (int) ($_SERVER['REMOTE_PORT'] ?? 0),
+            serverAddr: (string) ($_SERVER['SERVER_ADDR'] ?? ''),
+            serverPort: (int) ($_SERVER['SERVER_PORT'] ?? 0),
+            scheme: self::scheme(),
+            protocol: (string) ($_SERVER['SERVER_PROTOCOL'] ?? 'HTTP/1.1'),
+        );
+    }
+
+    /** @param ServerRequestFactoryInterface&StreamFactoryInterface&UploadedFileFactoryInterface $factory */
+    private static function psrRequest(object $factory): ServerRequestInterface
+    {
+        $method = $_SERVER['REQUEST_METHOD'] ?? 'GET';
+        $protocol = (string) ($_SERVER['SERVER_PROTOCOL'] ?? 'HTTP/1.1');
+        $host = $_SERVER['HTTP_HOST'] ?? (($_SERVER['SERVER_ADDR'] ?? '') . ':' . ($_SERVER['SERVER_PORT'] ?? ''));
+        $psr = $factory->createServerRequest($method, self::scheme() . '://' . $host . ($_SERVER['REQUEST_URI'] ?? '/'), $_SERVER)
+            ->withProtocolVersion(str_starts_with($protocol, 'HTTP/') ? substr($protocol, 5) : $protocol);
+        foreach (getallheaders() as $name => $value) {
+            $psr = $psr->withHeader($name, $value);
+        }
+        $multipart = self::isMultipart();
+        if (!$multipart) {
+            // A copy, not a php://input stream: the request outlives the body PHP holds.
+            $body = (string) file_get_contents('php://input');
+            if ($body !== '') {
+                $psr = $psr->withBody($factory->createStream($body));
+            }
+        }
+        if ($_GET !== []) {
+            $psr = $psr->withQueryParams($_GET);
+        }
+        if ($_COOKIE !== []) {
+            $psr = $psr->withCookieParams($_COOKIE);
+        }
+        if ($method === 'POST' && ($multipart || self::isUrlencoded())) {
+            $psr = $psr->withParsedBody($_POST);
+        }
+        if ($_FILES !== []) {
+            $psr = $psr->withUploadedFiles(self::psrFiles($factory, self::files($_FILES)));
+        }
+
+        return $psr;
+    }
+
+    /**
+     * @param array<string, string|list<string>> $headers
+     */
+    private static function send(int $status, array $headers, string $body): void
+    {
+        $typed = false;
+        foreach ($headers as $name => $values) {
+            $replace = true;
+            foreach ((array) $values as $value) {
+                header($name . ': ' . $value, $replace);
+                $replace = false;
+            }
+            $typed = $typed || strcasecmp((string) $name, 'Content-Type') === 0;
+        }
+        if (!$typed) {
+            // As under the CLI runtime, no Content-Type unless the response has one.
+            ini_set('default_mimetype', '');
+        }
+        // After the headers: "Location" and "WWW-Authenticate" would change it.
+        http_response_code($status);
+        echo $body;
+    }
+
+    /** Logs the failure and answers 500, with the trace when debugging. */
+    private function fail(string $message, ?\Throwable $e = null): void
+    {
+        self::log($message);
+        header_remove();
+        $body = 'Internal Server Error';
+        if (Handling::debug()) {
+            $body .= "\n\n" . ($e ?? $message);
+        }
+        self::send(500, ['Content-Type' => 'text/plain; charset=utf-8'], $body);
+    }
+
+    /**
+     * $_FILES as UploadedFile objects nested like the field names.
+     *
+     * @param array<string, mixed> $files
+     *
+     * @return array<string, mixed>
+     */
+    private static function files(array $files): array
+    {
+        $tree = [];
+        foreach ($files as $field => $f) {
+            $tree[$field] = self::fileNode($f['name'], $f['type'], $f['size'], $f['error'], $f['tmp_name']);
+        }
+
+        return $tree;
+    }
+
+    private static function fileNode(mixed $name, mixed $type, mixed $size, mixed $error, mixed $tmp): UploadedFile|array
+    {
+        if (!\is_array($name)) {
+            return new UploadedFile((string) $name, (string) $type, (int) $size, (int) $error, (string) $tmp);
+        }
+        $node = [];
+        foreach ($name as $key => $n) {
+            $node[$key] = self::fileNode($n, $type[$key] ?? '', $size[$key] ?? 0, $error[$key] ?? UPLOAD_ERR_NO_FILE, $tmp[$key] ?? '');
+        }
+
+        return $node;
+    }
+
+    /**
+     * @param StreamFactoryInterface&UploadedFileFactoryInterface $factory
+     * @param array<mixed> $files
+     *
+     * @return array<mixed>
+     */
+    private static function psrFiles(object $factory, array $files): array
+    {
+        $converted = [];
+        foreach ($files as $key => $file) {
+            if (\is_array($file)) {
+                $converted[$key] = self::psrFiles($factory, $file);
+            } elseif ($file instanceof UploadedFile) {
+                $stream = $file->error === UPLOAD_ERR_OK ? $factory->createStreamFromFile($file->tmpPath) : $factory->createStream('');
+                $converted[$key] = $factory->createUploadedFile($stream, $file->size, $file->error, $file->name, $file->type);
+            }
+        }
+
+        return $converted;
+    }
+
+    private static function isMultipart(): bool
+    {
+        return stripos((string) ($_SERVER['CONTENT_TYPE'] ?? ''), 'multipart/form-data') === 0;
+    }
+
+    private static function isUrlencoded(): bool
+    {
+        return stripos((string) ($_SERVER['CONTENT_TYPE'] ?? ''), 'application/x-www-form-urlencoded') === 0;
+    }
+
+    private static function scheme(): string
+    {
+        $https = (string) ($_SERVER['HTTPS'] ?? '');
+
+        return $https !== '' && strcasecmp($https, 'off') !== 0 ? 'https' : 'http';
+    }
+
+    private static function log(string $message): void
+    {
+        error_log(strtr($message, ["\r\n" => ' ', "\n" => ' ', "\r" => ' ']));
+    }
+}
