@@ -52,6 +52,7 @@ func TestCLI(t *testing.T) {
 	good := write("good.yaml", "workers:\n  command: php worker.php\n  count: 3\nhttp:\n  max_body_size: 1MiB\n")
 	badKey := write("bad-key.yaml", "workers:\n  command: php worker.php\n  cuont: 3\n")
 	badValue := write("bad-value.yaml", "http:\n  address: 127.0.0.1:8080\n  max_body_size: lots\n")
+	cliRuntime := write("cli.yaml", "workers:\n  command: php "+fixture(t, "app.php")+"\n  runtime: cli\n")
 
 	tests := []struct {
 		name     string
@@ -62,16 +63,22 @@ func TestCLI(t *testing.T) {
 	}{
 		{"no arguments", nil, nil, 1, []string{`Usage`}},
 		{"unknown command", []string{"frobnicate"}, nil, 1, []string{`unknown command "frobnicate"`}},
-		{"version", []string{"version"}, nil, 0, []string{`peregrine \d+\.\d+\.\d+`, `go 1\.\d+`, `php 8\.\d+\.\d+`}},
+		{"version", []string{"version"}, nil, 0, []string{`peregrine \d+\.\d+\.\d+`, `go 1\.\d+`, `php 8\.\d+\.\d+`, `native runtime \S+peregrine-php \(PHP 8\.\d+`}},
 		{"serve with nothing to serve", []string{"serve"}, nil, 1, []string{`peregrine serve worker.php`, `peregrine.yaml`}},
 		{"config check prints defaults", []string{"config", "check", "-c", good}, nil, 0,
 			[]string{`count: 3`, `max_body_size: 1MiB`, `exec_timeout: (1m|60s)`, `address: 127.0.0.1:8080`}},
 		{"config check unknown key", []string{"config", "check", "-c", badKey}, nil, 1, []string{`bad-key.yaml:3`, `cuont`}},
 		{"config check bad value", []string{"config", "check", "-c", badValue}, nil, 1, []string{`bad-value.yaml:3`, `max_body_size`}},
 		{"config check missing file", []string{"config", "check", "-c", filepath.Join(dir, "nope.yaml")}, nil, 1, []string{`nope.yaml`}},
-		{"PHP missing", []string{"serve", fixture(t, "app.php"), "--address", "127.0.0.1:0"}, []string{"PATH=" + dir}, 1,
+		{"PHP missing", []string{"serve", "-c", cliRuntime, "--address", "127.0.0.1:0"}, []string{"PATH=" + dir}, 1,
 			[]string{`PHP not found`, `"php"`, `apt-get install php8.2-cli`}},
+		{"unknown runtime", []string{"serve", "-c", write("runtime.yaml", "workers:\n  command: php x.php\n  runtime: fpm\n")}, nil, 1,
+			[]string{`workers.runtime`, `native, cli`}},
+		{"classic mode needs the native runtime", []string{"serve", "-c", write("classic-cli.yaml", "http:\n  root: .\nworkers:\n  runtime: cli\n")}, nil, 1,
+			[]string{`workers.runtime`, `classic mode`}},
 		{"bad --workers", []string{"serve", fixture(t, "app.php"), "--workers", "many"}, nil, 1, []string{`--workers`}},
+		{"serve --help", []string{"serve", "--help"}, nil, 0, []string{`usage: peregrine serve`, `-address`, `-workers`}},
+		{"memory_limit has a safe default", []string{"config", "check", "-c", good}, nil, 0, []string{`memory_limit: 128M`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -43,6 +43,19 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building peregrine:", err)
 		os.Exit(1)
 	}
+	// The native runtime, beside the binary where the daemon looks for it first.
+	native := exec.Command("make", "-s", "native")
+	native.Dir = ".."
+	native.Stdout, native.Stderr = os.Stderr, os.Stderr
+	if err := native.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building bin/peregrine-php:", err)
+		os.Exit(1)
+	}
+	nativeBin, _ := filepath.Abs(filepath.Join("..", "bin", "peregrine-php"))
+	if err := os.Symlink(nativeBin, filepath.Join(dir, "peregrine-php")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -139,6 +152,12 @@ func launch(t *testing.T, yaml string, extraArgs ...string) *server {
 	t.Helper()
 	s := &server{t: t, dir: t.TempDir(), log: &logBuffer{wake: make(chan struct{})}, done: make(chan struct{})}
 	s.tag = randomTag()
+	// Tests run the PHP library on plain php (the cli runtime) unless they name a runtime: most
+	// were written for it and crash workers with exit(), which the native runtime turns into the
+	// end of a request, as PHP-FPM does. native_test.go runs the native runtime.
+	if !strings.Contains(yaml, "runtime:") && strings.Contains(yaml, "workers:\n") {
+		yaml = strings.Replace(yaml, "workers:\n", "workers:\n  runtime: cli\n", 1)
+	}
 	full := "http:\n  address: 127.0.0.1:0\n" + yaml
 	if strings.Contains(yaml, "http:\n") {
 		full = strings.Replace(yaml, "http:\n", "http:\n  address: 127.0.0.1:0\n", 1)
@@ -186,7 +205,7 @@ func launch(t *testing.T, yaml string, extraArgs ...string) *server {
 	return s
 }
 
-var bannerRE = regexp.MustCompile(`serving (http://\S+) with \d+ workers`)
+var bannerRE = regexp.MustCompile(`serving (https?://\S+) with \d+ workers`)
 
 func randomTag() string {
 	b := make([]byte, 8)

@@ -28,10 +28,10 @@ type rawResult struct {
 	Closed bool          // the server closed the connection (with or without an answer)
 }
 
-// rawExchange connects to addr, sends chunks with gap between them, and returns once the server
+// rawHostile connects to addr, sends chunks with gap between them, and returns once the server
 // answers or closes, or after wait. With hangUp set it closes the connection itself after
 // sending (a client that leaves mid-request) and returns at once.
-func rawExchange(addr string, chunks [][]byte, gap, wait time.Duration, hangUp bool) rawResult {
+func rawHostile(addr string, chunks [][]byte, gap, wait time.Duration, hangUp bool) rawResult {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return rawResult{}
@@ -169,7 +169,7 @@ func TestStressHostileClients(t *testing.T) {
 	}
 	raw := func(req string, want ...int) func(int) (bool, string) {
 		return func(int) (bool, string) {
-			return status(want...)(rawExchange(addr, [][]byte{[]byte(req)}, 0, 10*time.Second, false))
+			return status(want...)(rawHostile(addr, [][]byte{[]byte(req)}, 0, 10*time.Second, false))
 		}
 	}
 	hostileClient := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
@@ -192,17 +192,53 @@ func TestStressHostileClients(t *testing.T) {
 	bigHeaders := "GET /pid HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 1<<20+8<<10) + "\r\n\r\n"
 	var manyHeaders strings.Builder
 	manyHeaders.WriteString("GET /pid HTTP/1.1\r\nHost: x\r\n")
-	for i := range 1000 { // 1 MB in 1,000 headers: within the limit, served
+	for i := range 1000 { // 1 MB in 1,000 headers: over http.max_header_count (100), refused
 		fmt.Fprintf(&manyHeaders, "X-H%04d: %s\r\n", i, strings.Repeat("h", 990))
 	}
 	manyHeaders.WriteString("\r\n")
+	// Hash-collision floods (issue 9, finding 3): all-digit names that are multiples of 2^20
+	// collide in PHP's hash tables; refused before PHP sees them.
+	var collidingHeaders strings.Builder
+	collidingHeaders.WriteString("GET /pid HTTP/1.1\r\nHost: x\r\n")
+	for i := range 60000 {
+		fmt.Fprintf(&collidingHeaders, "%d: x\r\n", (i+1)<<20)
+	}
+	collidingHeaders.WriteString("\r\n")
+	var collidingCookies strings.Builder
+	collidingCookies.WriteString("GET /pid HTTP/1.1\r\nHost: x\r\nCookie: ")
+	for i := range 40000 {
+		fmt.Fprintf(&collidingCookies, "%d=x; ", (i+1)<<20)
+	}
+	collidingCookies.WriteString("\r\n\r\n")
+	// A slow reader (finding 4): asks for 8 MB and reads nothing for 5 s, then leaves.
+	slowReader := func(int) (bool, string) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer c.Close()
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetReadBuffer(4096)
+		}
+		if _, err := io.WriteString(c, "GET /big?mb=8 HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			return false, err.Error()
+		}
+		time.Sleep(5 * time.Second)
+		return true, ""
+	}
+	var bigButAllowed strings.Builder
+	bigButAllowed.WriteString("GET /pid HTTP/1.1\r\nHost: x\r\n")
+	for i := range 90 { // 700 KB in 90 headers of 8,000 bytes: within the limits, served
+		fmt.Fprintf(&bigButAllowed, "X-H%04d: %s\r\n", i, strings.Repeat("h", 8000))
+	}
+	bigButAllowed.WriteString("\r\n")
 	slowUpload, slowType := multipartBody(50, true)
 	hangs, sleeps := 0, 0
 	var hangMu sync.Mutex
 
 	kinds := []hostile{
 		{"slowloris: headers a byte per second", 0, 20, func(int) (bool, string) {
-			r := rawExchange(addr, byteChunks("GET /pid HTTP/1.1\r\nHost: x\r\nX-Slow: "+strings.Repeat("s", 60)), time.Second, 30*time.Second, false)
+			r := rawHostile(addr, byteChunks("GET /pid HTTP/1.1\r\nHost: x\r\nX-Slow: "+strings.Repeat("s", 60)), time.Second, 30*time.Second, false)
 			if r.Status != 0 && r.Status != http.StatusBadRequest && r.Status != http.StatusRequestTimeout {
 				return false, fmt.Sprintf("answered %d", r.Status)
 			}
@@ -217,42 +253,46 @@ func TestStressHostileClients(t *testing.T) {
 			for i := 0; i < len(body); i += 100 {
 				chunks = append(chunks, []byte(body[i:i+100]))
 			}
-			return status(200)(rawExchange(addr, chunks, 100*time.Millisecond, 30*time.Second, false))
+			return status(200)(rawHostile(addr, chunks, 100*time.Millisecond, 30*time.Second, false))
 		}},
 		{"slow multipart upload: 50 files at 10 KB/s", 0, 2, func(int) (bool, string) {
 			chunks := [][]byte{[]byte(fmt.Sprintf("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", slowType, len(slowUpload)))}
 			for i := 0; i < len(slowUpload); i += 1000 {
 				chunks = append(chunks, slowUpload[i:min(i+1000, len(slowUpload))])
 			}
-			return status(200)(rawExchange(addr, chunks, 100*time.Millisecond, 30*time.Second, false))
+			return status(200)(rawHostile(addr, chunks, 100*time.Millisecond, 30*time.Second, false))
 		}},
 		{"upload abandoned mid-body", 200 * time.Millisecond, 2, func(int) (bool, string) {
 			half := slowUpload[:len(slowUpload)/2]
 			chunks := [][]byte{[]byte(fmt.Sprintf("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n", slowType, len(slowUpload))), half}
-			rawExchange(addr, chunks, 300*time.Millisecond, time.Second, true)
+			rawHostile(addr, chunks, 300*time.Millisecond, time.Second, true)
 			return true, ""
 		}},
 		{"8 MiB declared, 1 KB sent, abandoned", 100 * time.Millisecond, 20, func(int) (bool, string) {
 			chunks := [][]byte{[]byte(fmt.Sprintf("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 8<<20)), bytes.Repeat([]byte("x"), 1024)}
-			rawExchange(addr, chunks, 500*time.Millisecond, time.Second, true)
+			rawHostile(addr, chunks, 500*time.Millisecond, time.Second, true)
 			return true, ""
 		}},
 		{"client leaves a running request (/sleep?ms=1000)", 2 * time.Second, 1, func(i int) (bool, string) {
 			hangMu.Lock()
 			sleeps++
 			hangMu.Unlock()
-			rawExchange(addr, [][]byte{[]byte(fmt.Sprintf("GET /sleep?ms=1000&gone=%d HTTP/1.1\r\nHost: x\r\n\r\n", i)), nil}, 100*time.Millisecond, time.Second, true)
+			rawHostile(addr, [][]byte{[]byte(fmt.Sprintf("GET /sleep?ms=1000&gone=%d HTTP/1.1\r\nHost: x\r\n\r\n", i)), nil}, 100*time.Millisecond, time.Second, true)
 			return true, ""
 		}},
 		{"client leaves a hanging request (/hang)", 4 * time.Second, 1, func(int) (bool, string) {
 			hangMu.Lock()
 			hangs++
 			hangMu.Unlock()
-			rawExchange(addr, [][]byte{[]byte("GET /hang HTTP/1.1\r\nHost: x\r\n\r\n"), nil}, 100*time.Millisecond, time.Second, true)
+			rawHostile(addr, [][]byte{[]byte("GET /hang HTTP/1.1\r\nHost: x\r\n\r\n"), nil}, 100*time.Millisecond, time.Second, true)
 			return true, ""
 		}},
 		{"request line and headers over 1 MiB", 500 * time.Millisecond, 1, raw(bigHeaders, http.StatusRequestHeaderFieldsTooLarge)},
-		{"1 MB in 1,000 headers (within the limit)", 500 * time.Millisecond, 1, raw(manyHeaders.String(), 200)},
+		{"1 MB in 1,000 headers (over http.max_header_count)", 500 * time.Millisecond, 1, raw(manyHeaders.String(), http.StatusRequestHeaderFieldsTooLarge)},
+		{"700 KB in 90 headers (within the limits)", 500 * time.Millisecond, 1, raw(bigButAllowed.String(), 200)},
+		{"60,000 colliding header names", 4 * time.Second, 1, raw(collidingHeaders.String(), http.StatusRequestHeaderFieldsTooLarge)},
+		{"40,000 colliding cookie names", 4 * time.Second, 1, raw(collidingCookies.String(), http.StatusRequestHeaderFieldsTooLarge)},
+		{"slow reader: 8 MB asked, nothing read for 5 s", 5 * time.Second, 1, slowReader},
 		{"malformed: garbage request line", 100 * time.Millisecond, 1, raw("GARBAGE\r\n\r\n", 400)},
 		{"malformed: NUL in the target", 100 * time.Millisecond, 1, raw("GET /\x00 HTTP/1.1\r\nHost: x\r\n\r\n", 400)},
 		{"malformed: no Host", 100 * time.Millisecond, 1, raw("GET /pid HTTP/1.1\r\n\r\n", 400)},
@@ -268,7 +308,7 @@ func TestStressHostileClients(t *testing.T) {
 		{"body declaring 2 GB", 100 * time.Millisecond, 1, raw(fmt.Sprintf("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\nxx", 2<<30), http.StatusRequestEntityTooLarge)},
 		{"2 GB declared without a body limit, 1 KB sent, abandoned", 200 * time.Millisecond, 2, func(int) (bool, string) {
 			chunks := [][]byte{[]byte(fmt.Sprintf("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 2<<30)), bytes.Repeat([]byte("x"), 1024)}
-			rawExchange(strings.TrimPrefix(unlimited.URL, "http://"), chunks, 200*time.Millisecond, time.Second, true)
+			rawHostile(strings.TrimPrefix(unlimited.URL, "http://"), chunks, 200*time.Millisecond, time.Second, true)
 			return true, ""
 		}},
 	}

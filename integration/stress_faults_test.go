@@ -122,7 +122,7 @@ func TestStressKill9(t *testing.T) {
 		}
 	}
 	attributed := 0
-	for _, m := range regexp.MustCompile(`"msg":"request failed: worker died","pid":(\d+)`).FindAllStringSubmatch(log, -1) {
+	for _, m := range regexp.MustCompile(`"msg":"request failed: worker failed","pid":(\d+)`).FindAllStringSubmatch(log, -1) {
 		pid := atoi(t, m[1])
 		if !killed[pid] {
 			t.Errorf("a request failed on worker %d, which was never killed", pid)
@@ -138,8 +138,10 @@ func TestStressKill9(t *testing.T) {
 	if len(crashes) != len(kills) {
 		t.Errorf("%d kills but %d crash replacements in the log", len(kills), len(crashes))
 	}
-	if len(bad) != busyKills || attributed != len(bad) {
-		t.Errorf("%d non-200 answers, %d kills of a busy worker, %d failures attributed to a killed worker; want all equal:%s",
+	// A kill that lands on a busy worker fails the request it was running, unless that request
+	// had not reached PHP yet (it runs elsewhere): never more failures than such kills.
+	if len(bad) > busyKills || attributed != len(bad) {
+		t.Errorf("%d non-200 answers, %d kills of a busy worker, %d failures attributed to a killed worker; want at most one failure per such kill, each attributed:%s",
 			len(bad), busyKills, attributed, describe(bad))
 	}
 	if res.Skipped > 0 || res.rate() < 200 {
@@ -150,8 +152,8 @@ func TestStressKill9(t *testing.T) {
 	if backoffs > 0 {
 		t.Errorf("%d polls saw a slot backing off: a kill -9 is not a crash loop of the script", backoffs)
 	}
-	figures(t, "%.0f req/s for %s, %d requests, %d kill -9 (%d of a busy worker), %d answered 502, %d lost; recovery p50 %s p99 %s max %s (noticing the death: max %s; booting the replacement: p50 %s max %s), %d polls saw a slot backing off",
-		res.rate(), duration, len(res.Shots), len(kills), busyKills, len(bad), len(bad)-busyKills,
+	figures(t, "%.0f req/s for %s, %d requests, %d kill -9 (%d of a busy worker), %d answered 502, %d requests of killed workers ran elsewhere; recovery p50 %s p99 %s max %s (noticing the death: max %s; booting the replacement: p50 %s max %s), %d polls saw a slot backing off",
+		res.rate(), duration, len(res.Shots), len(kills), busyKills, len(bad), busyKills-len(bad),
 		ms(percentile(recoveries, 50)), ms(percentile(recoveries, 99)), ms(worst),
 		ms(slices.Max(detections)), ms(percentile(boots, 50)), ms(slices.Max(boots)), backoffs)
 }

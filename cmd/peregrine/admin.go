@@ -76,7 +76,7 @@ func adminClient(name string, args []string) (*admin.Client, config.Config, *fla
 	if err != nil {
 		return nil, cfg, nil, fmt.Errorf("%s: admin.address in %s: %w", name, configFile(fs), err)
 	}
-	return c, cfg, fs, nil
+	return c.WithToken(cfg.Admin.Token), cfg, fs, nil
 }
 
 // adminError explains a failed call to the admin listener.
@@ -84,6 +84,9 @@ func adminError(name string, cfg config.Config, fs *flag.FlagSet, err error) err
 	if errors.Is(err, admin.ErrUnreachable) {
 		return fmt.Errorf("%s: %w\nIs peregrine serve running with %s (admin.address: %s)?",
 			name, err, configFile(fs), cfg.Admin.Address)
+	}
+	if errors.Is(err, admin.ErrUnauthorized) {
+		return fmt.Errorf("%s: %w\nSet admin.token in %s to the running server's token", name, err, configFile(fs))
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: the server at %s (admin.address) did not answer in time: %w", name, cfg.Admin.Address, err)

@@ -102,7 +102,9 @@ func newTestServer(t *testing.T) (*Server, *fakePool, *Metrics) {
 func get(t *testing.T, s *Server, method, path string) (int, string) {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	s.handler.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+	req := httptest.NewRequest(method, path, nil)
+	req.Host = "127.0.0.1:9180"
+	s.handler.ServeHTTP(rec, req)
 	return rec.Code, rec.Body.String()
 }
 

@@ -18,12 +18,24 @@ import (
 // the admin address: most often the server is not running, or runs with another config.
 var ErrUnreachable = errors.New("no server answers")
 
+// ErrUnauthorized is returned, wrapped, by Client methods when the server wants a token
+// (admin.token) that the client did not send or that does not match.
+var ErrUnauthorized = errors.New("the admin token is missing or wrong")
+
 // Client talks to a running server's admin listener. Its methods are bounded by their ctx only,
 // apart from connecting, which gives up after 5 seconds.
 type Client struct {
-	addr string // as configured, for messages
-	base string // http://host:port
-	hc   *http.Client
+	addr  string // as configured, for messages
+	base  string // http://host:port
+	hc    *http.Client
+	token string
+}
+
+// WithToken makes c send "Authorization: Bearer token" (admin.token) with every request; an
+// empty token sends none. It returns c.
+func (c *Client) WithToken(token string) *Client {
+	c.token = token
+	return c
 }
 
 // NewClient returns a client for the admin listener configured at addr (admin.address). A
@@ -69,6 +81,9 @@ func (c *Client) call(ctx context.Context, method, path string, out any) error {
 	if err != nil {
 		return err
 	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
@@ -89,6 +104,9 @@ func (c *Client) call(ctx context.Context, method, path string, out any) error {
 		}
 		if len(msg) > 500 {
 			msg = msg[:500] + "..."
+		}
+		if resp.StatusCode == http.StatusUnauthorized {
+			return fmt.Errorf("%w: the server at %s answered %s: %s", ErrUnauthorized, c.addr, resp.Status, msg)
 		}
 		return fmt.Errorf("the server at %s answered %s: %s", c.addr, resp.Status, msg)
 	}

@@ -27,6 +27,7 @@ type Metrics struct {
 	received     prometheus.Counter
 	sent         prometheus.Counter
 	wait         prometheus.Histogram
+	batches      prometheus.Histogram
 	replacements *prometheus.CounterVec
 
 	mu         sync.Mutex // guards byReason's growth; known reasons are read without it
@@ -49,7 +50,7 @@ var classes = [...]string{"1xx", "2xx", "3xx", "4xx", "5xx"}
 
 // reasons are the replacement reasons the pool reports (pool.Observer), created up front so
 // that they read 0 rather than being absent before the first replacement.
-var reasons = [...]string{"crash", "max_jobs", "max_memory", "exec_timeout", "protocol", "reset"}
+var reasons = [...]string{"crash", "max_jobs", "max_memory", "exec_timeout", "protocol", "reset", "abandoned"}
 
 // Histogram buckets, in seconds. Requests: from a fast hello-world to the default exec_timeout.
 // Waits: most are 0 (a free worker), the rest range up to allocate_timeout.
@@ -74,7 +75,7 @@ func NewMetrics() *Metrics {
 		}),
 		received: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "peregrine_http_received_bytes_total",
-			Help: "Request body bytes received, as declared by Content-Length.",
+			Help: "Request body bytes received: what was read, de-chunked, or the multipart parts parsed.",
 		}),
 		sent: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "peregrine_http_sent_bytes_total",
@@ -85,9 +86,14 @@ func NewMetrics() *Metrics {
 			Help:    "Time requests spent waiting for a free worker, for requests that reached one.",
 			Buckets: waitBuckets,
 		}),
+		batches: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "peregrine_pool_batch_size",
+			Help:    "Requests handed to a worker together, for requests that waited: one write, one wake-up of PHP.",
+			Buckets: []float64{1, 2, 4, 8, 16},
+		}),
 		replacements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "peregrine_worker_replacements_total",
-			Help: "Workers replaced, by reason: crash, max_jobs, max_memory, exec_timeout, protocol, reset.",
+			Help: "Workers replaced, by reason: crash, max_jobs, max_memory, exec_timeout, protocol, reset, abandoned (its client left during a streamed answer).",
 		}, []string{"reason"}),
 		byReason: make(map[string]prometheus.Counter),
 	}
@@ -102,7 +108,7 @@ func NewMetrics() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.duration, m.received, m.sent, m.wait, m.replacements,
+		m.requests, m.duration, m.received, m.sent, m.wait, m.batches, m.replacements,
 	)
 	return m
 }
@@ -145,6 +151,11 @@ func (m *Metrics) WorkerReplaced(reason string) {
 // Waited implements pool.Observer: it records how long one request waited for a worker.
 func (m *Metrics) Waited(d time.Duration) {
 	m.wait.Observe(d.Seconds())
+}
+
+// Batched implements pool.Observer: it records how many queued requests went to a worker at once.
+func (m *Metrics) Batched(n int) {
+	m.batches.Observe(float64(n))
 }
 
 // methodIndex returns the index of method in methods, the last one for any other.

@@ -12,6 +12,11 @@
 //	GET  /workers  JSON list of Worker, one per slot
 //	POST /reset    replace every worker like SIGHUP; 200 and a ResetResult when all are done
 //
+// Every route is guarded (guard.go): with a token (admin.token) each request must carry
+// "Authorization: Bearer TOKEN"; without one the Host header must name this machine (localhost,
+// a loopback IP or the listener's own host), so that a web page cannot reach the listener by
+// DNS rebinding. Requests a browser marks as cross-origin are refused either way.
+//
 // A Server goes through three phases, told to it by the daemon:
 //
 //	Listen ──> (pool starting) ──SetStarted──> serving ──SetDraining──> draining ──Shutdown
@@ -61,6 +66,9 @@ type Options struct {
 	Metrics *Metrics
 	// Logger receives resets and listener errors; nil discards them.
 	Logger *slog.Logger
+	// Token, when set, is required of every request as "Authorization: Bearer TOKEN"
+	// (admin.token).
+	Token string
 }
 
 // Server is the admin listener. Its methods are safe for concurrent use.
@@ -69,6 +77,8 @@ type Server struct {
 	log     *slog.Logger
 	rss     func(pid int) (int64, error) // worker.ReadRSS; replaced by tests
 	handler http.Handler
+	token   string
+	hosts   []string // Host names allowed besides localhost and loopback IPs: the listener's
 
 	started  atomic.Bool
 	draining atomic.Bool
@@ -94,6 +104,9 @@ func Listen(addr string, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.ln = ln
+	if host, _, err := net.SplitHostPort(addr); err == nil && host != "" {
+		s.hosts = append(s.hosts, host)
+	}
 	s.srv = &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -122,6 +135,7 @@ func newServer(opts Options) (*Server, error) {
 		log:      opts.Logger,
 		rss:      worker.ReadRSS,
 		resetSem: make(chan struct{}, 1),
+		token:    opts.Token,
 	}
 	if err := opts.Metrics.reg.Register(poolCollector{s}); err != nil {
 		return nil, fmt.Errorf("admin: register the pool's metrics: %w", err)
@@ -137,7 +151,7 @@ func newServer(opts Options) (*Server, error) {
 	mux.HandleFunc("GET /ready", s.ready)
 	mux.HandleFunc("GET /workers", s.workers)
 	mux.HandleFunc("POST /reset", s.reset)
-	s.handler = mux
+	s.handler = s.guard(mux)
 	return s, nil
 }
 

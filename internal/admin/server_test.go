@@ -231,7 +231,13 @@ func TestListenPortInUse(t *testing.T) {
 // startServer listens on a free port and serves until the test ends.
 func startServer(t *testing.T, fp *fakePool) *Server {
 	t.Helper()
-	s, err := Listen("127.0.0.1:0", Options{Pool: fp})
+	return startServerWith(t, Options{Pool: fp})
+}
+
+// startServerWith starts a Server with opts on a free loopback port, until the test ends.
+func startServerWith(t *testing.T, opts Options) *Server {
+	t.Helper()
+	s, err := Listen("127.0.0.1:0", opts)
 	if err != nil {
 		t.Fatal(err)
 	}

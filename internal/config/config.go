@@ -18,8 +18,13 @@
 package config
 
 import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -49,6 +54,125 @@ type HTTP struct {
 	// IdleTimeout is how long a keep-alive connection may wait for its next request.
 	// Must be positive. Default 60s.
 	IdleTimeout Duration `yaml:"idle_timeout"`
+
+	// MaxHeaderCount is the most header fields a request may carry (each value of a repeated
+	// header counts); more get 431 before a worker sees them. PHP makes every header name an
+	// array key, and crafted names collide in its hash tables. Must be positive. Default 100.
+	// An addition to the documented interface, as are the limits below (docs/security.md).
+	MaxHeaderCount int `yaml:"max_header_count"`
+
+	// MaxHeaderLine is the largest header field, "Name: value", in bytes; a larger one gets 431,
+	// as nginx refuses lines over its 8k large_client_header_buffers. Must be positive.
+	// Default 8KiB.
+	MaxHeaderLine Size `yaml:"max_header_line"`
+
+	// MaxCookies is the most cookies a request may carry over all its Cookie headers; more get
+	// 431. Must be positive. Default 1000, PHP's max_input_vars.
+	MaxCookies int `yaml:"max_cookies"`
+
+	// MaxInputVars is the most fields a query string or a form body may have; more get 400.
+	// PHP's own max_input_vars (php_ini) still applies after it. Must be positive. Default 1000.
+	MaxInputVars int `yaml:"max_input_vars"`
+
+	// MaxConnections caps the open client connections; at the cap new ones wait in the
+	// kernel's backlog until one closes, so that file descriptors stay for the workers. 0 means
+	// 10000, lowered to what the open-files limit (raised to its hard limit at start) leaves
+	// after a reserve for the workers. Default 0.
+	MaxConnections int `yaml:"max_connections"`
+
+	// ServerName is what PHP sees as $_SERVER['SERVER_NAME'], like nginx's server_name: never
+	// the client's Host header, which PHP reads as HTTP_HOST. Empty means the address the
+	// connection arrived on. Default empty.
+	ServerName string `yaml:"server_name"`
+
+	// WriteTimeout bounds each write of a response to the client (nginx's send_timeout): a
+	// client that reads nothing for this long is disconnected. The server collects an answer
+	// before it writes it, so a slow client never holds a worker unless PHP streams (flush()).
+	// Must be positive. Default 60s. An addition to the documented interface.
+	WriteTimeout Duration `yaml:"write_timeout"`
+
+	// Root is the document root: existing files under it are served by the server itself, with
+	// validators, ranges and precompressed siblings, never .php source and never dotfiles. With
+	// Root set and no workers.command, Peregrine runs in classic mode: every request is a fresh
+	// PHP request routed as nginx + PHP-FPM route it (try_files $uri $uri/ /index.php); with a
+	// worker command (worker mode), only existing files are served and everything else goes to
+	// the worker. A relative path is relative to the directory peregrine was started in; it must
+	// be an existing directory. Empty means no static files. Default empty. See docs/static.md.
+	Root string `yaml:"root"`
+
+	// Index is the front controller in classic mode, a path under Root: the script that runs
+	// for a path that names no file, with the request's query string. Its base name is also the
+	// first index file of a directory, before index.html. Must end in .php. Default index.php.
+	Index string `yaml:"index"`
+
+	// Compression lists the content codings offered for compressible responses, PHP's and
+	// static ones, in the server's order of preference: zstd, br, gzip, or any of them. The
+	// client's Accept-Encoding chooses among them; responses of a compressible type (text,
+	// JSON, JavaScript, XML, SVG, wasm ...) of at least 1 KiB are compressed, and precompressed
+	// siblings of static files (app.js.br, .zst, .gz) are served for the codings listed. An
+	// empty list turns compression off. Default [zstd, br, gzip].
+	Compression []string `yaml:"compression"`
+
+	// TrustedProxies lists the proxies (CIDRs such as 10.0.0.0/8, or single addresses) whose
+	// X-Forwarded-For, X-Forwarded-Proto and X-Forwarded-Host headers (or Forwarded, RFC 7239,
+	// when there is no X-Forwarded-For) set the client address, scheme and host PHP sees. From
+	// any other peer these headers are ignored. See docs/http.md. Default none.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+
+	// TLS turns the listener into an HTTPS one (the http.tls section).
+	TLS TLS `yaml:"tls"`
+}
+
+// TLS configures HTTPS on http.address: certificates from files (Cert and Key) or from an ACME
+// CA (ACME), not both. With either, the listener serves HTTP/2 and HTTP/1.1 over TLS; without,
+// it serves cleartext HTTP/1.1 and HTTP/2 with prior knowledge (h2c).
+type TLS struct {
+	// Cert is the PEM file of the certificate chain, the server's certificate first. Set with
+	// Key. Read at start-up, and again when the files change (a renewal), checked at most once
+	// a second during TLS handshakes. Default empty.
+	Cert string `yaml:"cert"`
+
+	// Key is the PEM file of the certificate's private key. Default empty.
+	Key string `yaml:"key"`
+
+	// RedirectAddress is the host:port of a cleartext listener that answers every request with a
+	// permanent redirect (308) to the same URL over HTTPS, and answers ACME HTTP-01 challenges;
+	// typically :80. Needs Cert and Key or ACME. Empty turns it off. Default empty. An addition
+	// to the documented interface.
+	RedirectAddress string `yaml:"redirect_address"`
+
+	// ACME obtains and renews certificates automatically (the http.tls.acme section).
+	ACME ACME `yaml:"acme"`
+}
+
+// ACME configures automatic certificates from an ACME CA such as Let's Encrypt (the
+// http.tls.acme section). It is on when Domains is not empty. The CA validates each domain with
+// the TLS-ALPN-01 challenge on http.address, which must then be reachable on port 443, or with
+// HTTP-01 on http.tls.redirect_address, reachable on port 80. Certificates are renewed in the
+// background, a third of their lifetime before they expire.
+type ACME struct {
+	// Email is the contact address of the ACME account; the CA may write to it about expiring
+	// certificates. Optional. Default empty.
+	Email string `yaml:"email"`
+
+	// Domains are the names to obtain certificates for; each must resolve to this server.
+	// Default none.
+	Domains []string `yaml:"domains"`
+
+	// CA is the URL of the CA's ACME directory; empty means Let's Encrypt's production
+	// directory. Default empty.
+	CA string `yaml:"ca"`
+
+	// CARoot is a PEM file of root certificates to trust, besides the system's, when talking to
+	// the CA; for a private or test CA (step-ca, Pebble). Default empty. An addition to the
+	// documented interface.
+	CARoot string `yaml:"ca_root"`
+
+	// Storage is the directory that keeps the account, certificates and keys, shared by every
+	// server pointed at it; empty means $XDG_DATA_HOME/peregrine/certmagic, or
+	// ~/.local/share/peregrine/certmagic without XDG_DATA_HOME (see ResolvedStorage). Default
+	// empty. An addition to the documented interface.
+	Storage string `yaml:"storage"`
 }
 
 // Workers configures the PHP worker processes and how requests wait for them (the workers
@@ -59,6 +183,13 @@ type Workers struct {
 	// redirections), or a list taken as is. It has no default in the file; peregrine serve
 	// worker.php sets it to php worker.php.
 	Command []string `yaml:"command"`
+
+	// Runtime is what runs PHP in the workers: native, Peregrine's own PHP runtime
+	// (peregrine-php, built beside peregrine), under which PHP's functions (header(), setcookie(),
+	// sessions, php://input, uploads, exit) behave as under PHP-FPM and which classic mode needs;
+	// or cli, plain php CLI processes running the PHP library, the fallback. The runtime applies
+	// when workers.command runs php; another program is run as it is. Default native.
+	Runtime string `yaml:"runtime"`
 
 	// Dir is the working directory of the workers. A relative path is relative to the directory
 	// peregrine was started in; empty means that directory too. Default ".".
@@ -74,7 +205,9 @@ type Workers struct {
 
 	// PHPIni holds php.ini settings passed as -d name=value when the command runs php. The file's
 	// entries are added to the defaults, so OPcache stays on unless opcache.enable_cli is set
-	// here; PHPIniArgs lists them in a stable order. Default opcache.enable_cli: "1".
+	// here; PHPIniArgs lists them in a stable order. Default opcache.enable_cli: "1" and
+	// memory_limit: 128M (PHP's own default, and PHP-FPM's; Debian's CLI has no limit, which a
+	// long-lived worker must not run with).
 	PHPIni map[string]string `yaml:"php_ini"`
 
 	// MaxJobs replaces a worker after it has served this many requests; 0 means never.
@@ -94,7 +227,9 @@ type Workers struct {
 	AllocateTimeout Duration `yaml:"allocate_timeout"`
 
 	// MaxQueue is how many requests may wait for a worker at once; beyond it a request gets 503
-	// at once. 0 means no limit. Default 0.
+	// at once, before its body is read. 0 means no limit. Default 1000: a bound by default, so
+	// that an overload sheds load rather than piling up bodies (each waits on disk past 128 KiB)
+	// and connections.
 	MaxQueue int `yaml:"max_queue"`
 
 	// StopTimeout is how long a busy worker may finish its request when the server stops or
@@ -117,6 +252,11 @@ type Admin struct {
 	// Address is the host:port of the admin listener, e.g. 127.0.0.1:9180; empty turns the
 	// listener off. It must differ from http.address. Default empty.
 	Address string `yaml:"address"`
+
+	// Token, when set, is required of every admin request as "Authorization: Bearer TOKEN";
+	// peregrine workers and peregrine reset send it from the config file. Required when
+	// Address is not a loopback address. Default empty.
+	Token string `yaml:"token"`
 }
 
 // Log configures the server's log, written to stderr (the log section).
@@ -135,10 +275,13 @@ type Log struct {
 	Access bool `yaml:"access"`
 }
 
-// Log levels and formats, the values Log.Level and Log.Format accept.
+// Log levels and formats, the values Log.Level and Log.Format accept, the content codings
+// HTTP.Compression accepts and the runtimes Workers.Runtime accepts.
 var (
-	levels  = []string{"debug", "info", "warn", "error"}
-	formats = []string{"auto", "text", "json"}
+	runtimes = []string{"native", "cli"}
+	codings  = []string{"zstd", "br", "gzip"}
+	levels   = []string{"debug", "info", "warn", "error"}
+	formats  = []string{"auto", "text", "json"}
 )
 
 // Default returns the configuration used where neither the file nor a flag says otherwise.
@@ -151,13 +294,22 @@ func Default() Config {
 			MaxBodySize:       8 * MiB,
 			ReadHeaderTimeout: Duration(10 * time.Second),
 			IdleTimeout:       Duration(60 * time.Second),
+			MaxHeaderCount:    100,
+			MaxHeaderLine:     8 * KiB,
+			MaxCookies:        1000,
+			MaxInputVars:      1000,
+			WriteTimeout:      Duration(60 * time.Second),
+			Index:             "index.php",
+			Compression:       []string{"zstd", "br", "gzip"},
 		},
 		Workers: Workers{
+			Runtime:         "native",
 			Dir:             ".",
 			Env:             map[string]string{},
-			PHPIni:          map[string]string{"opcache.enable_cli": "1"},
+			PHPIni:          map[string]string{"opcache.enable_cli": "1", "memory_limit": "128M"},
 			ExecTimeout:     Duration(60 * time.Second),
 			AllocateTimeout: Duration(60 * time.Second),
+			MaxQueue:        1000,
 			StopTimeout:     Duration(10 * time.Second),
 			BootTimeout:     Duration(30 * time.Second),
 		},
@@ -176,6 +328,66 @@ func (w Workers) ResolvedCount() int {
 		return w.Count
 	}
 	return runtime.GOMAXPROCS(0)
+}
+
+// Enabled reports whether the listener serves HTTPS.
+func (t TLS) Enabled() bool { return t.Cert != "" || t.Key != "" || t.ACME.Enabled() }
+
+// Enabled reports whether certificates come from an ACME CA.
+func (a ACME) Enabled() bool { return len(a.Domains) > 0 }
+
+// ResolvedStorage returns Storage, or when it is empty $XDG_DATA_HOME/peregrine/certmagic, or
+// failing that ~/.local/share/peregrine/certmagic, or ./peregrine-certmagic without a home.
+func (a ACME) ResolvedStorage() string {
+	if a.Storage != "" {
+		return a.Storage
+	}
+	if dir := os.Getenv("XDG_DATA_HOME"); dir != "" && filepath.IsAbs(dir) {
+		return filepath.Join(dir, "peregrine", "certmagic")
+	}
+	if home, err := os.UserHomeDir(); err == nil && home != "" {
+		return filepath.Join(home, ".local", "share", "peregrine", "certmagic")
+	}
+	return "peregrine-certmagic"
+}
+
+// TrustedPrefixes returns TrustedProxies as prefixes, a single address as a prefix of its full
+// length. Entries that do not parse (which Validate reports) are left out.
+func (h HTTP) TrustedPrefixes() []netip.Prefix {
+	var ps []netip.Prefix
+	for _, s := range h.TrustedProxies {
+		if p, err := parsePrefix(s); err == nil {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// parsePrefix parses a CIDR, or a single address as a prefix of its full length. IPv4-mapped
+// IPv6 forms are unmapped, so that ::ffff:10.0.0.0/104 matches what 10.0.0.0/8 matches.
+func parsePrefix(s string) (netip.Prefix, error) {
+	if !strings.Contains(s, "/") {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		if a.Zone() != "" {
+			return netip.Prefix{}, fmt.Errorf("%q has a zone", s)
+		}
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	if a := p.Addr(); a.Is4In6() {
+		if p.Bits() < 96 {
+			return netip.Prefix{}, fmt.Errorf("%q: an IPv4-mapped prefix needs at least 96 bits", s)
+		}
+		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p.Masked(), nil
 }
 
 // PHPIniArgs returns PHPIni as php command-line arguments, "-d", "name=value" for each entry,

@@ -46,13 +46,22 @@ func TestDefault(t *testing.T) {
 			MaxBodySize:       8 << 20,
 			ReadHeaderTimeout: Duration(10 * time.Second),
 			IdleTimeout:       Duration(60 * time.Second),
+			WriteTimeout:      Duration(60 * time.Second),
+			MaxHeaderCount:    100,
+			MaxHeaderLine:     8 * KiB,
+			MaxCookies:        1000,
+			MaxInputVars:      1000,
+			Index:             "index.php",
+			Compression:       []string{"zstd", "br", "gzip"},
 		},
 		Workers: Workers{
+			Runtime:         "native",
 			Dir:             ".",
 			Env:             map[string]string{},
-			PHPIni:          map[string]string{"opcache.enable_cli": "1"},
+			PHPIni:          map[string]string{"opcache.enable_cli": "1", "memory_limit": "128M"},
 			ExecTimeout:     Duration(60 * time.Second),
 			AllocateTimeout: Duration(60 * time.Second),
+			MaxQueue:        1000,
 			StopTimeout:     Duration(10 * time.Second),
 			BootTimeout:     Duration(30 * time.Second),
 		},
@@ -96,9 +105,31 @@ func TestFull(t *testing.T) {
 			MaxBodySize:       64 * MiB,
 			ReadHeaderTimeout: Duration(5 * time.Second),
 			IdleTimeout:       Duration(2 * time.Minute),
+			WriteTimeout:      Duration(30 * time.Second),
+			MaxHeaderCount:    50,
+			MaxHeaderLine:     16 * KiB,
+			MaxCookies:        200,
+			MaxInputVars:      3000,
+			MaxConnections:    5000,
+			ServerName:        "www.example.com",
+			Root:              "testdata",
+			Index:             "app.php",
+			Compression:       []string{"gzip"},
+			TrustedProxies:    []string{"10.0.0.0/8", "2001:db8::/32", "192.0.2.1"},
+			TLS: TLS{
+				RedirectAddress: ":80",
+				ACME: ACME{
+					Email:   "admin@example.com",
+					Domains: []string{"example.com", "www.example.com"},
+					CA:      "https://acme-staging-v02.api.letsencrypt.org/directory",
+					CARoot:  "/etc/ssl/private-ca.pem",
+					Storage: "/var/lib/peregrine/certs",
+				},
+			},
 		},
 		Workers: Workers{
 			Command: []string{"php", "-d", "display_errors=stderr", "public/worker.php", "--env=prod"},
+			Runtime: "cli",
 			Dir:     "/srv/app",
 			Count:   4,
 			Env: map[string]string{
@@ -120,7 +151,7 @@ func TestFull(t *testing.T) {
 			BootTimeout:     Duration(90 * time.Second),
 			Watch:           []string{"src", "config/*.yaml"},
 		},
-		Admin: Admin{Address: "127.0.0.1:9180"},
+		Admin: Admin{Address: "127.0.0.1:9180", Token: "s3cret-token"},
 		Log:   Log{Level: "debug", Format: "json", Access: true},
 	}
 	assertEqual(t, got, want)
@@ -151,8 +182,9 @@ func TestReference(t *testing.T) {
 	data, _ := os.ReadFile("testdata/reference.yaml")
 	_, keys := names()
 	for section, list := range keys {
+		indent := strings.Repeat("  ", strings.Count(section, ".")+1) // http.tls keys sit deeper
 		for _, k := range list {
-			if !strings.Contains(string(data), "\n  "+k+":") {
+			if !strings.Contains(string(data), "\n"+indent+k+":") {
 				t.Errorf("testdata/reference.yaml lacks %s.%s", section, k)
 			}
 		}
@@ -282,23 +314,50 @@ func TestEffectiveYAMLLayout(t *testing.T) {
   max_body_size: 8MiB
   read_header_timeout: 10s
   idle_timeout: 1m
+  max_header_count: 100
+  max_header_line: 8KiB
+  max_cookies: 1000
+  max_input_vars: 1000
+  max_connections: 0
+  server_name: ""
+  write_timeout: 1m
+  root: ""
+  index: index.php
+  compression:
+    - zstd
+    - br
+    - gzip
+  trusted_proxies: []
+  tls:
+    cert: ""
+    key: ""
+    redirect_address: ""
+    acme:
+      email: ""
+      domains: []
+      ca: ""
+      ca_root: ""
+      storage: ""
 workers:
   command: php worker.php
+  runtime: native
   dir: .
   count: 0
   env: {}
   php_ini:
+    memory_limit: 128M
     opcache.enable_cli: "1"
   max_jobs: 0
   max_memory: 0
   exec_timeout: 1m
   allocate_timeout: 1m
-  max_queue: 0
+  max_queue: 1000
   stop_timeout: 10s
   boot_timeout: 30s
   watch: []
 admin:
   address: ""
+  token: ""
 log:
   level: info
   format: auto

@@ -18,7 +18,8 @@ type section struct {
 	keys []key
 }
 
-// A key is one leaf of the file, bound to a field of a particular Config.
+// A key is one leaf of the file, bound to a field of a particular Config, or a group of keys
+// such as http.tls (groupKey).
 type key struct {
 	name string
 	// decode reads v into the field; path is the key's dotted name for errors.
@@ -36,9 +37,33 @@ func schema(c *Config) []section {
 			sizeKey("max_body_size", &h.MaxBodySize),
 			durationKey("read_header_timeout", &h.ReadHeaderTimeout),
 			durationKey("idle_timeout", &h.IdleTimeout),
+			intKey("max_header_count", &h.MaxHeaderCount),
+			sizeKey("max_header_line", &h.MaxHeaderLine),
+			intKey("max_cookies", &h.MaxCookies),
+			intKey("max_input_vars", &h.MaxInputVars),
+			intKey("max_connections", &h.MaxConnections),
+			stringKey("server_name", &h.ServerName),
+			durationKey("write_timeout", &h.WriteTimeout),
+			stringKey("root", &h.Root),
+			stringKey("index", &h.Index),
+			listKey("compression", &h.Compression),
+			listKey("trusted_proxies", &h.TrustedProxies),
+			groupKey("tls",
+				stringKey("cert", &h.TLS.Cert),
+				stringKey("key", &h.TLS.Key),
+				stringKey("redirect_address", &h.TLS.RedirectAddress),
+				groupKey("acme",
+					stringKey("email", &h.TLS.ACME.Email),
+					listKey("domains", &h.TLS.ACME.Domains),
+					stringKey("ca", &h.TLS.ACME.CA),
+					stringKey("ca_root", &h.TLS.ACME.CARoot),
+					stringKey("storage", &h.TLS.ACME.Storage),
+				),
+			),
 		}},
 		{"workers", []key{
 			commandKey("command", &w.Command),
+			wordKey("runtime", &w.Runtime),
 			stringKey("dir", &w.Dir),
 			intKey("count", &w.Count),
 			mapKey("env", &w.Env),
@@ -54,6 +79,7 @@ func schema(c *Config) []section {
 		}},
 		{"admin", []key{
 			stringKey("address", &c.Admin.Address),
+			stringKey("token", &c.Admin.Token),
 		}},
 		{"log", []key{
 			wordKey("level", &c.Log.Level),
@@ -63,16 +89,55 @@ func schema(c *Config) []section {
 	}
 }
 
-// names returns the names of the sections and, by section, of their keys.
+// names returns the names of the sections and, by section or dotted group (http.tls), of their
+// keys. A group's keys are read from its encoded form, which lists them all.
 func names() (sections []string, keys map[string][]string) {
 	keys = map[string][]string{}
+	var group func(path string, m *yaml.Node)
+	group = func(path string, m *yaml.Node) {
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			name := m.Content[i].Value
+			keys[path] = append(keys[path], name)
+			if v := m.Content[i+1]; v.Kind == yaml.MappingNode && len(v.Content) > 0 {
+				group(path+"."+name, v)
+			}
+		}
+	}
 	for _, s := range schema(&Config{}) {
 		sections = append(sections, s.name)
 		for _, k := range s.keys {
 			keys[s.name] = append(keys[s.name], k.name)
+			if v := k.encode(); v != nil && v.Kind == yaml.MappingNode && len(v.Content) > 0 {
+				group(s.name+"."+k.name, v)
+			}
 		}
 	}
 	return sections, keys
+}
+
+// groupKey is a mapping of keys nested in a section, such as http.tls; a null value leaves
+// every key at its default.
+func groupKey(name string, keys ...key) key {
+	return key{name,
+		func(d *decoder, v *yaml.Node, path string) {
+			known := make([]string, len(keys))
+			for i, k := range keys {
+				known[i] = k.name
+			}
+			d.mapping(v, path, known, func(kname string, v *yaml.Node) {
+				keys[slices.Index(known, kname)].decode(d, v, path+"."+kname)
+			})
+		},
+		func() *yaml.Node {
+			m := &yaml.Node{Kind: yaml.MappingNode}
+			for _, k := range keys {
+				if v := k.encode(); v != nil {
+					m.Content = append(m.Content, keyNode(k.name), v)
+				}
+			}
+			return m
+		},
+	}
 }
 
 func stringKey(name string, p *string) key {

@@ -1,8 +1,12 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -56,13 +60,70 @@ func (c *Config) validate(requireCommand bool) []*Error {
 	}
 	positive("http.read_header_timeout", h.ReadHeaderTimeout)
 	positive("http.idle_timeout", h.IdleTimeout)
+	for _, l := range []struct {
+		key string
+		n   int64
+	}{
+		{"http.max_header_count", int64(h.MaxHeaderCount)},
+		{"http.max_header_line", int64(h.MaxHeaderLine)},
+		{"http.max_cookies", int64(h.MaxCookies)},
+		{"http.max_input_vars", int64(h.MaxInputVars)},
+	} {
+		if l.n <= 0 {
+			add(l.key, "must be positive, got %d", l.n)
+		}
+	}
+	notNegative("http.max_connections", h.MaxConnections, "10000 or what the open-files limit allows")
+	if strings.ContainsAny(h.ServerName, " \t\r\n/\x00") {
+		add("http.server_name", "want a host name like www.example.com, got %q", h.ServerName)
+	}
+	positive("http.write_timeout", h.WriteTimeout)
+	for i, p := range h.TrustedProxies {
+		if _, err := parsePrefix(p); err != nil {
+			add("http.trusted_proxies["+strconv.Itoa(i)+"]", "want a CIDR like 10.0.0.0/8 or an address like 10.0.0.1, got %q", p)
+		}
+	}
+	if h.Root != "" {
+		switch fi, err := os.Stat(h.Root); {
+		case errors.Is(err, fs.ErrNotExist):
+			add("http.root", "%s does not exist: give the document root, an existing directory", h.Root)
+		case err != nil:
+			add("http.root", "%v", err)
+		case !fi.IsDir():
+			add("http.root", "%s is not a directory: give the document root, the directory the site's files are in", h.Root)
+		}
+	}
+	switch ix := h.Index; {
+	case ix == "":
+		add("http.index", "empty: give the front controller under http.root, e.g. index.php")
+	case strings.Contains(ix, "\x00") || slices.Contains(strings.Split(ix, "/"), ".."):
+		add("http.index", "want a path under http.root without .. or NUL, e.g. index.php or public/app.php, got %q", ix)
+	case !strings.HasSuffix(ix, ".php"):
+		add("http.index", "the front controller is a PHP script: want a name ending in .php, got %q", ix)
+	}
+	for i, e := range h.Compression {
+		key := "http.compression[" + strconv.Itoa(i) + "]"
+		switch {
+		case !slices.Contains(codings, e):
+			add(key, "want one of %s, got %q ([] turns compression off)", strings.Join(codings, ", "), e)
+		case slices.Index(h.Compression, e) < i:
+			add(key, "%q is listed twice", e)
+		}
+	}
+	errs = append(errs, h.TLS.validate(h.Address, c.Admin.Address)...)
 
 	w := &c.Workers
 	switch {
-	case len(w.Command) == 0 && requireCommand:
-		add("workers.command", "no worker to run: pass a worker script (peregrine serve worker.php) or set workers.command")
+	case len(w.Command) == 0 && requireCommand && h.Root == "":
+		add("workers.command", "no worker to run: pass a worker script (peregrine serve worker.php), set workers.command, or set http.root for classic mode")
 	case len(w.Command) > 0 && w.Command[0] == "":
 		add("workers.command", "the program name (the first word) is empty")
+	}
+	switch {
+	case !slices.Contains(runtimes, w.Runtime):
+		add("workers.runtime", "want one of %s, got %q", strings.Join(runtimes, ", "), w.Runtime)
+	case w.Runtime == "cli" && len(w.Command) == 0 && h.Root != "":
+		add("workers.runtime", "classic mode (http.root without workers.command) needs the native runtime: set workers.runtime: native, or give a worker script")
 	}
 	notNegative("workers.count", w.Count, "one worker per CPU")
 	checkNames("workers.env", "variable", w.Env)
@@ -95,7 +156,13 @@ func (c *Config) validate(requireCommand bool) []*Error {
 			add("admin.address", "%s", msg)
 		} else if a == h.Address && !strings.HasSuffix(a, ":0") {
 			add("admin.address", "the same as http.address: give the admin listener its own port")
+		} else if c.Admin.Token == "" && !loopbackAddress(a) {
+			add("admin.token", "required when admin.address (%s) is not a loopback address: anyone who reaches it could "+
+				"replace the workers and read the metrics; set a token, or listen on 127.0.0.1", a)
 		}
+	}
+	if strings.ContainsAny(c.Admin.Token, " \t\r\n\x00") {
+		add("admin.token", "cannot contain spaces, line breaks or NUL bytes")
 	}
 
 	if !slices.Contains(levels, c.Log.Level) {
@@ -105,6 +172,81 @@ func (c *Config) validate(requireCommand bool) []*Error {
 		add("log.format", "want one of %s, got %q", strings.Join(formats, ", "), c.Log.Format)
 	}
 	return errs
+}
+
+// validate checks the http.tls section; address and admin are http.address and admin.address,
+// which the redirect listener must not take.
+func (t *TLS) validate(address, admin string) []*Error {
+	var errs []*Error
+	add := func(key, format string, args ...any) {
+		errs = append(errs, &Error{Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	a := &t.ACME
+	switch {
+	case t.Cert != "" && t.Key == "":
+		add("http.tls.cert", "set without http.tls.key: give the PEM file of its private key too")
+	case t.Key != "" && t.Cert == "":
+		add("http.tls.key", "set without http.tls.cert: give the PEM file of the certificate too")
+	case t.Cert != "" && a.Enabled():
+		add("http.tls.acme.domains", "set with http.tls.cert: take certificates from files or from ACME, not both")
+	}
+	if r := t.RedirectAddress; r != "" {
+		switch msg := checkAddress(r); {
+		case msg != "":
+			add("http.tls.redirect_address", "%s", msg)
+		case !t.Enabled():
+			add("http.tls.redirect_address", "set without HTTPS: it redirects to HTTPS, so set http.tls.cert and key or http.tls.acme.domains, or remove it")
+		case r == address && !strings.HasSuffix(r, ":0"):
+			add("http.tls.redirect_address", "the same as http.address: give the redirect listener its own port (usually :80)")
+		case r == admin && !strings.HasSuffix(r, ":0"):
+			add("http.tls.redirect_address", "the same as admin.address: give the redirect listener its own port (usually :80)")
+		}
+	}
+	if !a.Enabled() {
+		for _, k := range []struct{ name, value string }{{"email", a.Email}, {"ca", a.CA}, {"ca_root", a.CARoot}, {"storage", a.Storage}} {
+			if k.value != "" {
+				add("http.tls.acme."+k.name, "set without http.tls.acme.domains: list the domains to obtain certificates for")
+				break
+			}
+		}
+		return errs
+	}
+	if e := a.Email; e != "" && (!strings.Contains(e, "@") || strings.ContainsAny(e, " \t<>")) {
+		add("http.tls.acme.email", "want an address like admin@example.com, got %q", e)
+	}
+	for i, d := range a.Domains {
+		key := "http.tls.acme.domains[" + strconv.Itoa(i) + "]"
+		switch {
+		case d == "":
+			add(key, "empty: give a domain name like example.com")
+		case strings.Contains(d, "*"):
+			add(key, "%q: wildcard certificates need the DNS-01 challenge, which Peregrine does not do; list each name", d)
+		case strings.Contains(d, "://") || strings.ContainsAny(d, "/:@ \t"):
+			add(key, "want a bare domain name like example.com, without scheme, port or path, got %q", d)
+		case slices.Contains(a.Domains[:i], d):
+			add(key, "%q is listed twice", d)
+		}
+	}
+	if ca := a.CA; ca != "" {
+		if u, err := url.Parse(ca); err != nil || u.Scheme != "https" || u.Host == "" {
+			add("http.tls.acme.ca", "want the https:// URL of an ACME directory, e.g. https://acme-staging-v02.api.letsencrypt.org/directory, got %q", ca)
+		}
+	}
+	return errs
+}
+
+// loopbackAddress reports whether a valid listen address is reachable from this machine only:
+// localhost or a loopback IP. An empty host, 0.0.0.0 and :: listen on every interface.
+func loopbackAddress(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // checkAddress returns what is wrong with a listen address, or "" if it is a valid host:port.

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/peregrinephp/peregrine/internal/pool"
 	"github.com/peregrinephp/peregrine/internal/protocol"
 )
 
@@ -55,7 +54,7 @@ func FuzzHandlerFrame(f *testing.F) {
 
 		var got *protocol.Request
 		response := protocol.Response{Status: 201, Headers: []protocol.Field{{Name: "x-out", Value: "v"}}, Body: []byte("answer")}
-		h := NewHandler(runnerFunc(func(_ context.Context, frame []byte) pool.Result {
+		h := NewHandler(runnerFunc(func(_ context.Context, frame []byte) ([]byte, error) {
 			hdr, payload, err := protocol.ReadFrame(bytes.NewReader(frame), 1<<30)
 			if err != nil || hdr.Type != protocol.TypeRequest || int(hdr.Length) != len(frame)-protocol.HeaderSize {
 				t.Fatalf("the handler wrote a bad frame: %+v %v", hdr, err)
@@ -69,7 +68,7 @@ func FuzzHandlerFrame(f *testing.F) {
 				}
 			}
 			out, _ := protocol.AppendResponse(nil, 0, &response)
-			return pool.Result{Payload: out[protocol.HeaderSize:]}
+			return out[protocol.HeaderSize:], nil
 		}), Options{MaxBodySize: 1 << 20, TempDir: t.TempDir()})
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)

@@ -1,29 +1,38 @@
 // Package httpserver owns the HTTP side of Peregrine: it turns each http.Request into a REQUEST
-// frame (parsing multipart uploads into temporary files on the way), has the pool run it, and
-// writes the worker's RESPONSE back; pool and worker failures become 5xx status codes. It does
-// not start or supervise processes.
+// frame (reading its body, into a temporary file when it is large, and under the cli runtime
+// parsing multipart uploads into temporary files), has the pool run it, and writes the worker's
+// answer back, collected or streamed (answer.go); pool and worker failures become 5xx status
+// codes in one place (Handler.fail). It does not start or supervise processes.
 package httpserver
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/peregrinephp/peregrine/internal/docroot"
 	"github.com/peregrinephp/peregrine/internal/pool"
 	"github.com/peregrinephp/peregrine/internal/protocol"
 	"github.com/peregrinephp/peregrine/internal/worker"
 )
 
-// Runner runs one REQUEST frame on a PHP worker; *pool.Pool is one.
+// Runner runs requests on PHP workers; *pool.Pool is one.
 type Runner interface {
-	Do(ctx context.Context, frame []byte) pool.Result
+	// Admit reports whether a request would be let in now, so that its body is not read for
+	// nothing; nil or a *pool.Error.
+	Admit() error
+	// Do runs call and returns the pid of the worker that answered; see pool.Pool.Do.
+	Do(ctx context.Context, call *worker.Call) (pid int, err error)
 }
 
 var _ Runner = (*pool.Pool)(nil)
@@ -32,14 +41,35 @@ var _ Runner = (*pool.Pool)(nil)
 type Options struct {
 	// MaxBodySize is the largest request body accepted; larger ones get 413. 0 means no limit.
 	MaxBodySize int64
-	// TempDir receives uploaded files while their request runs; empty means os.TempDir().
+	// ParseMultipart has the server parse multipart/form-data bodies into fields and temporary
+	// files (the cli runtime); otherwise PHP gets the body as sent and parses it itself.
+	ParseMultipart bool
+	// TempDir receives uploaded files and large bodies while their request runs; empty means
+	// os.TempDir().
 	TempDir string
+	// WriteTimeout bounds each write to the client; a client that takes longer is dropped.
+	// 0 means no limit.
+	WriteTimeout time.Duration
+	// Limits bound what a client may send.
+	Limits Limits
+	// Root, if set, is the document root: its files are served by the server itself, and in
+	// classic mode it says which script runs (docroot.Root.Resolve).
+	Root *docroot.Root
+	// Classic runs each request's own script under Root (classic mode) instead of handing every
+	// request that names no file to the worker script.
+	Classic bool
+	// ServerName is SERVER_NAME for scripts under Root (http.server_name); empty means the
+	// address the connection arrived on.
+	ServerName string
 	// AccessLog logs one line per request.
 	AccessLog bool
 	// Logger receives the access log and request errors.
 	Logger *slog.Logger
 	// Observer, if set, is told about every finished request.
 	Observer Observer
+	// TrustedProxies are the peers whose X-Forwarded-For, -Proto, -Host and Forwarded headers
+	// set the client address, scheme and host PHP sees (http.trusted_proxies; proxy.go).
+	TrustedProxies []netip.Prefix
 }
 
 // Observer receives one call per finished request, for metrics.
@@ -52,7 +82,7 @@ type Handler struct {
 	run  Runner
 	opts Options
 	log  *slog.Logger
-	bufs sync.Pool // *[]byte frame buffers
+	bufs sync.Pool // *[]byte frame and body buffers
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -62,19 +92,22 @@ func NewHandler(r Runner, opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{run: r, opts: opts, log: opts.Logger}
+	h := &Handler{run: r, opts: opts, log: opts.Logger}
+	h.bufs.New = func() any {
+		b := make([]byte, 0, 4096)
+		return &b
+	}
+	return h
 }
 
-// maxPooledBuffer is the largest frame buffer kept for reuse.
+// maxPooledBuffer is the largest buffer kept for reuse.
 const maxPooledBuffer = 256 << 10
 
-func (h *Handler) getBuf() *[]byte {
-	if b, ok := h.bufs.Get().(*[]byte); ok {
-		return b
-	}
-	b := make([]byte, 0, 4096)
-	return &b
-}
+// memoryBody is how much of a request body is held in memory; the rest waits in a temporary
+// file until a worker takes the request (nginx's client_body_buffer_size, larger).
+const memoryBody = 128 << 10
+
+func (h *Handler) getBuf() *[]byte { return h.bufs.Get().(*[]byte) }
 
 func (h *Handler) putBuf(b *[]byte) {
 	if cap(*b) <= maxPooledBuffer {
@@ -83,11 +116,29 @@ func (h *Handler) putBuf(b *[]byte) {
 	}
 }
 
+// tempFile returns an empty temporary file that is already unlinked: it disappears with its
+// descriptor, whatever happens to the process.
+func (h *Handler) tempFile() (*os.File, error) {
+	f, err := os.CreateTemp(h.opts.TempDir, "peregrine-body-")
+	if err != nil {
+		return nil, err
+	}
+	_ = os.Remove(f.Name())
+	return f, nil
+}
+
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
+	timed := h.opts.Observer != nil || h.opts.AccessLog
+	var start time.Time
+	if timed {
+		start = time.Now()
+	}
 	rw := &countingWriter{ResponseWriter: w}
 	pid, bytesIn := h.serve(rw, r)
+	if !timed {
+		return
+	}
 	if h.opts.Observer != nil {
 		h.opts.Observer.Request(r.Method, rw.status, time.Since(start), bytesIn, rw.bytes)
 	}
@@ -102,14 +153,39 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve handles one request and returns the pid of the worker that ran it, if any, and the
 // size of the request body it read.
 func (h *Handler) serve(w *countingWriter, r *http.Request) (pid int, bytesIn int64) {
+	if status, msg := checkRequest(r, h.opts.Limits); status != 0 {
+		w.Header().Set("Connection", "close")
+		httpError(w, status, msg)
+		return 0, 0
+	}
+	dropHeaders(r.Header)
+	var target docroot.Target
+	if root := h.opts.Root; root != nil {
+		if h.opts.Classic {
+			target = root.Resolve(r.URL.Path)
+		} else {
+			target = root.ResolveWorker(r.URL.Path)
+		}
+		if !target.RunsPHP() {
+			root.Serve(w, r, target)
+			return 0, 0
+		}
+	}
 	if h.opts.MaxBodySize > 0 && r.ContentLength > h.opts.MaxBodySize {
 		httpError(w, http.StatusRequestEntityTooLarge, "request body larger than http.max_body_size")
-		return 0, bytesIn
+		return 0, 0
 	}
-	req := protocol.Request{Method: r.Method, Protocol: r.Proto, Scheme: "http"}
-	if r.TLS != nil {
-		req.Scheme = "https"
+	if r.ContentLength != 0 {
+		// Refuse before reading a body (and before net/http answers 100-continue) what would
+		// be refused after.
+		if err := h.run.Admit(); err != nil {
+			h.fail(w, r, 0, err)
+			return 0, 0
+		}
 	}
+	req := protocol.Request{Method: r.Method, Protocol: r.Proto}
+	var host string
+	req.RemoteAddr, req.RemotePort, req.Scheme, host = clientInfo(r, h.opts.TrustedProxies)
 	req.URI = r.RequestURI
 	if len(req.URI) > 0 && req.URI[0] == '/' {
 		req.Path, req.Query = req.URI, ""
@@ -122,18 +198,23 @@ func (h *Handler) serve(w *countingWriter, r *http.Request) (pid int, bytesIn in
 	} else {
 		req.Path, req.Query = r.URL.EscapedPath(), r.URL.RawQuery
 	}
-	if host, port, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		req.RemoteAddr, req.RemotePort = host, port
-	}
 	if la, ok := r.Context().Value(localAddrKey{}).(*localAddr); ok {
 		req.ServerAddr, req.ServerPort = la.host, la.port
 	}
+	if h.opts.Root != nil {
+		serverName := h.opts.ServerName
+		if serverName == "" {
+			serverName = req.ServerAddr // never the client's Host header (docs/security.md)
+		}
+		for _, p := range h.opts.Root.Params(target, serverName) {
+			req.Params = append(req.Params, protocol.Field{Name: p.Name, Value: p.Value})
+		}
+	}
 
-	buf := h.getBuf()
-	defer h.putBuf(buf)
-	var body []byte
+	var body requestBody
+	defer body.release(h)
 	var uploads *upload
-	if isMultipart(r.Header.Get("Content-Type")) {
+	if h.opts.ParseMultipart && isMultipart(r.Header.Get("Content-Type")) {
 		u, status, err := parseMultipart(r, h.opts.MaxBodySize, h.opts.TempDir)
 		defer u.cleanup()
 		if err != nil {
@@ -144,18 +225,14 @@ func (h *Handler) serve(w *countingWriter, r *http.Request) (pid int, bytesIn in
 		bytesIn = u.size
 		req.Form, req.Files = u.form, u.files
 	} else if r.ContentLength != 0 {
-		b, status, err := readBody(r, h.opts.MaxBodySize, (*buf)[:0])
-		if err != nil {
+		if status, err := body.read(h, r); err != nil {
 			httpError(w, status, err.Error())
-			return 0, bytesIn
+			return 0, body.size
 		}
-		body = b
-		*buf = b[:0]
-		bytesIn = int64(len(b))
+		bytesIn = body.size
 	}
-	req.Body = body
 	req.Headers = make([]protocol.Field, 0, 16)
-	req.Headers = append(req.Headers, protocol.Field{Name: "host", Value: r.Host})
+	req.Headers = append(req.Headers, protocol.Field{Name: "host", Value: host})
 	for name, values := range r.Header {
 		if name == "Content-Length" && uploads == nil && r.ContentLength < 0 {
 			continue // chunked: replaced by the real length below
@@ -165,59 +242,76 @@ func (h *Handler) serve(w *countingWriter, r *http.Request) (pid int, bytesIn in
 		}
 	}
 	if r.ContentLength < 0 && uploads == nil {
-		req.Headers = append(req.Headers, protocol.Field{Name: "content-length", Value: strconv.Itoa(len(body))})
+		req.Headers = append(req.Headers, protocol.Field{Name: "content-length", Value: strconv.FormatInt(body.size, 10)})
 	}
 
 	frameBuf := h.getBuf()
 	defer h.putBuf(frameBuf)
-	frame, err := protocol.AppendRequest((*frameBuf)[:0], 0, &req)
+	var frame []byte
+	var err error
+	if body.file != nil {
+		frame, err = protocol.AppendRequestHead((*frameBuf)[:0], 0, &req, body.size)
+	} else {
+		req.Body = body.mem()
+		frame, err = protocol.AppendRequest((*frameBuf)[:0], 0, &req)
+	}
 	if err != nil {
-		httpError(w, http.StatusBadRequest, "request contains a NUL byte where none is allowed")
+		if errors.Is(err, protocol.ErrTooLarge) {
+			httpError(w, http.StatusRequestEntityTooLarge, "request too large to hand to PHP")
+		} else {
+			httpError(w, http.StatusBadRequest, "request contains a NUL byte where none is allowed")
+		}
 		return 0, bytesIn
 	}
 	*frameBuf = frame[:0]
 
-	res := h.run.Do(r.Context(), frame)
-	if res.Err != nil {
-		h.fail(w, r, res)
-		return res.PID, bytesIn
+	a := &answer{w: w, r: r, h: h, bufs: &h.bufs}
+	defer a.release()
+	call := &worker.Call{Frame: frame, Answer: a}
+	if body.file != nil {
+		call.Body = body.file
 	}
-	resp, err := protocol.DecodeResponse(res.Payload)
-	if err != nil {
-		h.log.Error("worker sent a malformed response", "pid", res.PID, "err", err)
-		httpError(w, http.StatusBadGateway, "the PHP worker sent a malformed response")
-		return res.PID, bytesIn
-	}
-	hdr := w.Header()
-	for _, f := range resp.Headers {
-		key := http.CanonicalHeaderKey(f.Name)
-		switch key {
-		case "Content-Length", "Transfer-Encoding":
-			continue // the body's real length is what counts
+	pid, err = h.run.Do(r.Context(), call)
+	switch {
+	case err == nil:
+		a.finish()
+	case a.streaming:
+		// The status is sent already: all that can be said is to break the connection off.
+		if !errors.Is(err, worker.ErrAbandoned) { // a client that left needs no error line
+			h.log.Error("request failed after its answer began", "pid", pid, "method", r.Method, "path", r.URL.Path, "err", err)
 		}
-		hdr[key] = append(hdr[key], f.Value)
+		panic(http.ErrAbortHandler)
+	default:
+		h.fail(w, r, pid, err)
 	}
-	hdr["Content-Length"] = []string{strconv.Itoa(len(resp.Body))}
-	w.WriteHeader(resp.Status)
-	_, _ = w.Write(resp.Body)
-	return res.PID, bytesIn
+	return pid, bytesIn
 }
 
-// fail answers a request that did not get a response from PHP.
-func (h *Handler) fail(w http.ResponseWriter, r *http.Request, res pool.Result) {
+// fail answers a request that did not get a response from PHP: the one place where a failure
+// becomes a status.
+func (h *Handler) fail(w *countingWriter, r *http.Request, pid int, err error) {
+	var pe *pool.Error
 	switch {
-	case errors.Is(res.Err, pool.ErrQueueFull), errors.Is(res.Err, pool.ErrAllocateTimeout), errors.Is(res.Err, pool.ErrStopped):
-		w.Header().Set("Retry-After", "1")
-		httpError(w, http.StatusServiceUnavailable, "no PHP worker available: "+res.Err.Error())
-	case errors.Is(res.Err, worker.ErrExecTimeout):
-		h.log.Error("request exceeded exec_timeout; worker killed", "pid", res.PID, "method", r.Method, "path", r.URL.Path)
-		httpError(w, http.StatusGatewayTimeout, "the PHP worker did not answer within workers.exec_timeout")
-	case errors.Is(res.Err, context.Canceled), errors.Is(res.Err, context.DeadlineExceeded):
+	case errors.As(err, &pe):
+		if pe.RetryAfter {
+			w.Header().Set("Retry-After", "1")
+		}
+		switch pe.Status {
+		case http.StatusServiceUnavailable:
+			httpError(w, pe.Status, "no PHP worker available: "+pe.Error())
+		case http.StatusGatewayTimeout:
+			h.log.Error("request exceeded exec_timeout; worker killed", "pid", pid, "method", r.Method, "path", r.URL.Path)
+			httpError(w, pe.Status, "the PHP worker did not answer within workers.exec_timeout")
+		default:
+			h.log.Error("request failed: worker failed", "pid", pid, "method", r.Method, "path", r.URL.Path, "err", err)
+			httpError(w, pe.Status, "the PHP worker failed while handling the request; see the server log")
+		}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The client went away while waiting: there is nobody to answer.
-		w.(*countingWriter).status = 499
+		w.status = 499
 	default:
-		h.log.Error("request failed: worker died", "pid", res.PID, "method", r.Method, "path", r.URL.Path, "err", res.Err)
-		httpError(w, http.StatusBadGateway, "the PHP worker failed while handling the request; see the server log")
+		h.log.Error("request failed", "pid", pid, "method", r.Method, "path", r.URL.Path, "err", err)
+		httpError(w, http.StatusInternalServerError, "internal error; see the server log")
 	}
 }
 
@@ -228,46 +322,93 @@ func httpError(w http.ResponseWriter, status int, msg string) {
 	_, _ = io.WriteString(w, strconv.Itoa(status)+" "+http.StatusText(status)+": "+msg+"\n")
 }
 
-// readBody reads the whole body into dst, refusing more than limit bytes with 413. The buffer
-// grows with the bytes that arrive, never ahead of them: a Content-Length is only a claim, and a
-// client declaring gigabytes and sending nothing must not make the server allocate them.
-func readBody(r *http.Request, limit int64, dst []byte) ([]byte, int, error) {
-	if n := r.ContentLength; n > 0 { // at most limit: the caller answered 413 otherwise
-		for int64(len(dst)) < n {
-			next := min(n, max(2*int64(len(dst)), minBodyBuffer))
-			dst = slices.Grow(dst, int(next)-len(dst))
-			m, err := io.ReadFull(r.Body, dst[len(dst):next])
-			dst = dst[:len(dst)+m]
-			if err != nil {
-				return nil, http.StatusBadRequest, errors.New("request body shorter than its Content-Length")
-			}
-		}
-		return dst, 0, nil
+// requestBody is a request body read before its request is queued: in memory up to memoryBody,
+// the rest in an unlinked temporary file.
+type requestBody struct {
+	buf  *[]byte
+	file *os.File // the whole body when it outgrew memory, positioned at its start
+	size int64
+}
+
+func (b *requestBody) mem() []byte {
+	if b.buf == nil {
+		return nil
 	}
+	return *b.buf
+}
+
+// read reads the whole body, refusing more than http.max_body_size with 413. Memory grows with
+// the bytes that arrive, never ahead of them: a Content-Length is only a claim, and a client
+// declaring gigabytes and sending nothing must not make the server allocate them.
+func (b *requestBody) read(h *Handler, r *http.Request) (int, error) {
+	limit := h.opts.MaxBodySize
 	var rd io.Reader = r.Body
 	if limit > 0 {
 		rd = io.LimitReader(r.Body, limit+1)
 	}
+	b.buf = h.getBuf()
+	buf := (*b.buf)[:0]
 	for {
-		if len(dst) == cap(dst) {
-			dst = append(dst, 0)[:len(dst)]
+		if len(buf) == cap(buf) {
+			if len(buf) >= memoryBody {
+				break
+			}
+			buf = slices.Grow(buf, min(2*len(buf)+4096, memoryBody)-len(buf))
 		}
-		n, err := rd.Read(dst[len(dst):cap(dst)])
-		dst = dst[:len(dst)+n]
-		if limit > 0 && int64(len(dst)) > limit {
-			return nil, http.StatusRequestEntityTooLarge, errors.New("request body larger than http.max_body_size")
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		*b.buf = buf
+		b.size = int64(len(buf))
+		if limit > 0 && b.size > limit {
+			return http.StatusRequestEntityTooLarge, errors.New("request body larger than http.max_body_size")
 		}
 		if err == io.EOF {
-			return dst, 0, nil
+			return b.check(r)
 		}
 		if err != nil {
-			return nil, http.StatusBadRequest, errors.New("could not read the request body: " + err.Error())
+			return http.StatusBadRequest, errors.New("could not read the request body: " + err.Error())
 		}
 	}
+	// Past memoryBody: the body goes to a file, memory first.
+	f, err := h.tempFile()
+	if err != nil {
+		return http.StatusInternalServerError, fmt.Errorf("cannot hold the request body: %w", err)
+	}
+	b.file = f
+	if _, err := f.Write(buf); err != nil {
+		return http.StatusInternalServerError, fmt.Errorf("cannot hold the request body: %w", err)
+	}
+	n, err := io.Copy(f, rd)
+	b.size += n
+	switch {
+	case limit > 0 && b.size > limit:
+		return http.StatusRequestEntityTooLarge, errors.New("request body larger than http.max_body_size")
+	case err != nil:
+		return http.StatusBadRequest, errors.New("could not read the request body: " + err.Error())
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return http.StatusInternalServerError, fmt.Errorf("cannot hold the request body: %w", err)
+	}
+	*b.buf = (*b.buf)[:0]
+	return b.check(r)
 }
 
-// minBodyBuffer is the smallest step by which a body's buffer grows while it is read.
-const minBodyBuffer = 64 << 10
+// check compares the body with its declared length.
+func (b *requestBody) check(r *http.Request) (int, error) {
+	if r.ContentLength > 0 && b.size != r.ContentLength {
+		return http.StatusBadRequest, errors.New("request body shorter than its Content-Length")
+	}
+	return 0, nil
+}
+
+func (b *requestBody) release(h *Handler) {
+	if b.buf != nil {
+		h.putBuf(b.buf)
+	}
+	if b.file != nil {
+		_ = b.file.Close()
+	}
+}
 
 // countingWriter records the status and the bytes written, for logs and metrics.
 type countingWriter struct {
@@ -277,10 +418,20 @@ type countingWriter struct {
 }
 
 func (c *countingWriter) WriteHeader(status int) {
-	if c.status == 0 {
+	if c.status == 0 && status >= 200 { // a 103 Early Hints is not the answer's status
 		c.status = status
 	}
 	c.ResponseWriter.WriteHeader(status)
+}
+
+// ReadFrom keeps sendfile for static files: io.Copy reaches the inner writer's ReadFrom.
+func (c *countingWriter) ReadFrom(src io.Reader) (int64, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	n, err := io.Copy(c.ResponseWriter, src)
+	c.bytes += n
+	return n, err
 }
 
 func (c *countingWriter) Write(b []byte) (int, error) {

@@ -3,12 +3,15 @@ package httpserver
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,10 +20,27 @@ import (
 	"github.com/peregrinephp/peregrine/internal/worker"
 )
 
-// runnerFunc adapts a function to Runner, to put the handler in front of chosen outcomes.
-type runnerFunc func(ctx context.Context, frame []byte) pool.Result
+// runnerFunc adapts a function to Runner, to put the handler in front of chosen outcomes: it
+// gets the whole REQUEST frame, body included, and returns the RESPONSE payload or an error.
+type runnerFunc func(ctx context.Context, frame []byte) ([]byte, error)
 
-func (f runnerFunc) Do(ctx context.Context, frame []byte) pool.Result { return f(ctx, frame) }
+func (f runnerFunc) Admit() error { return nil }
+
+func (f runnerFunc) Do(ctx context.Context, c *worker.Call) (int, error) {
+	frame := c.Frame
+	if c.Body != nil {
+		rest, err := io.ReadAll(c.Body)
+		if err != nil {
+			return 0, err
+		}
+		frame = append(slices.Clone(frame), rest...)
+	}
+	payload, err := f(ctx, frame)
+	if err != nil {
+		return 0, err
+	}
+	return 1, c.Answer.Frame(protocol.TypeResponse, 0, payload)
+}
 
 func TestFailuresMapToStatus(t *testing.T) {
 	tests := []struct {
@@ -28,16 +48,14 @@ func TestFailuresMapToStatus(t *testing.T) {
 		status     int
 		retryAfter bool
 	}{
-		{pool.ErrQueueFull, 503, true},
-		{pool.ErrAllocateTimeout, 503, true},
-		{pool.ErrStopped, 503, true},
-		{fmt.Errorf("wrapped: %w", worker.ErrExecTimeout), 504, false},
-		{fmt.Errorf("%w: exit code 3", worker.ErrExited), 502, false},
-		{fmt.Errorf("%w: garbage", worker.ErrProtocol), 502, false},
+		{&pool.Error{Status: 503, RetryAfter: true, Err: pool.ErrQueueFull}, 503, true},
+		{&pool.Error{Status: 504, Err: worker.ErrExecTimeout}, 504, false},
+		{fmt.Errorf("wrapped: %w", &pool.Error{Status: 502, Err: worker.ErrExited}), 502, false},
+		{errors.New("anything else"), 500, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.err.Error(), func(t *testing.T) {
-			h := NewHandler(runnerFunc(func(context.Context, []byte) pool.Result { return pool.Result{Err: tt.err} }), Options{})
+			h := NewHandler(runnerFunc(func(context.Context, []byte) ([]byte, error) { return nil, tt.err }), Options{})
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 			if rec.Code != tt.status || (rec.Header().Get("Retry-After") != "") != tt.retryAfter {
@@ -49,7 +67,7 @@ func TestFailuresMapToStatus(t *testing.T) {
 
 func TestFrameCarriesTheRequest(t *testing.T) {
 	var got *protocol.Request
-	h := NewHandler(runnerFunc(func(_ context.Context, frame []byte) pool.Result {
+	h := NewHandler(runnerFunc(func(_ context.Context, frame []byte) ([]byte, error) {
 		r, err := protocol.DecodeRequest(frame[protocol.HeaderSize:])
 		if err != nil {
 			t.Fatal(err)
@@ -58,7 +76,7 @@ func TestFrameCarriesTheRequest(t *testing.T) {
 		payload, _ := protocol.AppendResponse(nil, 0, &protocol.Response{Status: 201,
 			Headers: []protocol.Field{{Name: "content-length", Value: "999"}, {Name: "x-a", Value: "1"}, {Name: "X-A", Value: "2"}},
 			Body:    []byte("made")})
-		return pool.Result{Payload: payload[protocol.HeaderSize:]}
+		return payload[protocol.HeaderSize:], nil
 	}), Options{MaxBodySize: 100})
 	req := httptest.NewRequest("POST", "/p/a%20th?x=1&y[]=2", strings.NewReader("hello"))
 	req.Header.Set("X-Forwarded-For", "10.0.0.1")
@@ -76,9 +94,9 @@ func TestFrameCarriesTheRequest(t *testing.T) {
 
 func TestBodyLimits(t *testing.T) {
 	called := false
-	h := NewHandler(runnerFunc(func(context.Context, []byte) pool.Result {
+	h := NewHandler(runnerFunc(func(context.Context, []byte) ([]byte, error) {
 		called = true
-		return pool.Result{Err: pool.ErrStopped}
+		return nil, &pool.Error{Status: 503, RetryAfter: true, Err: pool.ErrStopped}
 	}), Options{MaxBodySize: 10})
 	tests := []struct {
 		name string
@@ -184,7 +202,7 @@ func TestEscapeFieldName(t *testing.T) {
 }
 
 func TestFailPropagatesCancellation(t *testing.T) {
-	h := NewHandler(runnerFunc(func(context.Context, []byte) pool.Result { return pool.Result{Err: context.Canceled} }), Options{})
+	h := NewHandler(runnerFunc(func(context.Context, []byte) ([]byte, error) { return nil, context.Canceled }), Options{})
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 	if rec.Body.Len() != 0 {
@@ -197,9 +215,9 @@ func TestFailPropagatesCancellation(t *testing.T) {
 // stress suite: a declared 2 GB with max_body_size 0 made the daemon allocate 2 GB).
 func TestDeclaredBodyLengthIsNotAllocatedUpFront(t *testing.T) {
 	for _, limit := range []int64{0, 8 << 20} {
-		h := NewHandler(runnerFunc(func(context.Context, []byte) pool.Result {
+		h := NewHandler(runnerFunc(func(context.Context, []byte) ([]byte, error) {
 			t.Error("a body shorter than its Content-Length reached the runner")
-			return pool.Result{Err: pool.ErrStopped}
+			return nil, &pool.Error{Status: 503, RetryAfter: true, Err: pool.ErrStopped}
 		}), Options{MaxBodySize: limit})
 		req := httptest.NewRequest("POST", "/", strings.NewReader("short"))
 		req.ContentLength = 1 << 30
@@ -222,17 +240,17 @@ func TestDeclaredBodyLengthIsNotAllocatedUpFront(t *testing.T) {
 
 // Bodies of every size around the buffer's growth steps arrive whole.
 func TestBodyOfEverySizeArrivesWhole(t *testing.T) {
-	for _, n := range []int{1, minBodyBuffer - 1, minBodyBuffer, minBodyBuffer + 1, 3*minBodyBuffer + 7, 1 << 20} {
+	for _, n := range []int{1, 4095, 4096, 4097, memoryBody - 1, memoryBody, memoryBody + 1, 3*memoryBody + 7, 5 << 20} {
 		body := bytes.Repeat([]byte("0123456789abcdef"), n/16+1)[:n]
 		var got []byte
-		h := NewHandler(runnerFunc(func(_ context.Context, frame []byte) pool.Result {
+		h := NewHandler(runnerFunc(func(_ context.Context, frame []byte) ([]byte, error) {
 			r, err := protocol.DecodeRequest(frame[protocol.HeaderSize:])
 			if err != nil {
 				t.Fatal(err)
 			}
 			got = r.Body
 			payload, _ := protocol.AppendResponse(nil, 0, &protocol.Response{Status: 200})
-			return pool.Result{Payload: payload[protocol.HeaderSize:]}
+			return payload[protocol.HeaderSize:], nil
 		}), Options{MaxBodySize: 8 << 20})
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("POST", "/", bytes.NewReader(body)))

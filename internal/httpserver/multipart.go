@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"mime/multipart"
 	"net/http"
 	"net/url"
 	"os"
@@ -71,14 +70,14 @@ func parseMultipart(r *http.Request, limit int64, dir string) (*upload, int, err
 		if parts == maxParts {
 			return u, http.StatusRequestEntityTooLarge, fmt.Errorf("more than %d parts in the multipart body", maxParts)
 		}
-		name := part.FormName()
+		name, fileName, isFile := contentDisposition(part.Header.Get("Content-Disposition"))
 		if name == "" {
 			continue // PHP ignores parts without a name too
 		}
 		if strings.IndexByte(name, 0) >= 0 {
 			return u, http.StatusBadRequest, errors.New("a multipart field name contains a NUL byte")
 		}
-		if !isFilePart(part) {
+		if !isFile {
 			value, err := io.ReadAll(part)
 			if err != nil {
 				return u, bodyErrorStatus(err), fmt.Errorf("reading multipart field %q: %w", name, err)
@@ -92,8 +91,7 @@ func parseMultipart(r *http.Request, limit int64, dir string) (*upload, int, err
 			form.WriteString(url.QueryEscape(string(value)))
 			continue
 		}
-		_, params, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
-		fileName := baseName(strings.ReplaceAll(params["filename"], "\x00", ""))
+		fileName = baseName(strings.ReplaceAll(fileName, "\x00", ""))
 		ctype := strings.ReplaceAll(part.Header.Get("Content-Type"), "\x00", "")
 		f := protocol.File{Field: name, Name: fileName, Type: ctype}
 		if fileName == "" {
@@ -124,15 +122,73 @@ func parseMultipart(r *http.Request, limit int64, dir string) (*upload, int, err
 	return u, 0, nil
 }
 
-// isFilePart reports whether a part's Content-Disposition has a filename parameter, even an
-// empty one: that is what makes it a file input for PHP.
-func isFilePart(part *multipart.Part) bool {
-	_, params, err := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
-	if err != nil {
-		return false
+// contentDisposition reads a part's Content-Disposition the way PHP's rfc1867.c does, not the
+// way mime.ParseMediaType does: only the parameters name and filename count (the last of each
+// wins, names compared case-insensitively), values may be quoted with " or ' and escape that
+// quote or a backslash with a backslash, and RFC 5987's name*= and filename*= are ignored, as
+// PHP ignores them. Honouring them would let filename="safe.jpg"; filename*=UTF-8”evil.php
+// reach PHP as evil.php, past whatever checked the plain filename. isFile reports a filename
+// parameter, even an empty one: that is what makes a part a file input for PHP.
+func contentDisposition(v string) (name, filename string, isFile bool) {
+	for v != "" {
+		var pair string
+		pair, v = cutWord(v, ';')
+		v = strings.TrimLeft(v, " \t\r\n")
+		key, value, ok := strings.Cut(pair, "=")
+		if !ok {
+			continue
+		}
+		switch strings.ToLower(strings.TrimSpace(key)) {
+		case "name":
+			name = confValue(value)
+		case "filename":
+			filename, isFile = confValue(value), true
+		}
 	}
-	_, ok := params["filename"]
-	return ok
+	return name, filename, isFile
+}
+
+// cutWord returns s up to the first stop outside quotes, and the rest after it (PHP's
+// php_ap_getword).
+func cutWord(s string, stop byte) (word, rest string) {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case stop:
+			return s[:i], s[i+1:]
+		case '"', '\'':
+			for i++; i < len(s) && s[i] != c; i++ {
+				if s[i] == '\\' && i+1 < len(s) && s[i+1] == c {
+					i++
+				}
+			}
+		}
+	}
+	return s, ""
+}
+
+// confValue unquotes a parameter value (PHP's php_ap_getword_conf): a quoted value ends at the
+// first unescaped quote, an unquoted one at the first space.
+func confValue(s string) string {
+	s = strings.TrimLeft(s, " \t\r\n")
+	var quote byte
+	if s != "" && (s[0] == '"' || s[0] == '\'') {
+		quote, s = s[0], s[1:]
+	} else if i := strings.IndexAny(s, " \t\r\n\v\f"); i >= 0 {
+		s = s[:i]
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if quote != 0 && c == quote {
+			break
+		}
+		if c == '\\' && i+1 < len(s) && (s[i+1] == '\\' || (quote != 0 && s[i+1] == quote)) {
+			i++
+			c = s[i]
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 // escapeFieldName url-encodes a field name but keeps brackets literal, so that parse_str turns

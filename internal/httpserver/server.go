@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -15,12 +17,27 @@ type ServerOptions struct {
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
 	Logger            *slog.Logger
+
+	// MaxConnections caps the open client connections (http.max_connections); at the cap the
+	// listener stops accepting until one closes. 0 means MaxConnections(0, 0).
+	MaxConnections int
+
+	// TLS, when set, makes the listener serve HTTPS, HTTP/2 and HTTP/1.1 negotiated by ALPN.
+	// Without it the listener serves cleartext HTTP/1.1 and HTTP/2 with prior knowledge (h2c).
+	TLS *TLSOptions
 }
 
-// Server is the public HTTP listener.
+// Server is the public HTTP listener, and with TLS the redirect listener beside it.
 type Server struct {
 	srv *http.Server
 	ln  net.Listener
+	log *slog.Logger
+
+	tls  bool
+	acme *acmeManager // nil without ACME
+
+	redirect   *http.Server // nil without http.tls.redirect_address
+	redirectLn net.Listener
 }
 
 // Listen binds addr now, so that a port in use is reported before any worker starts.
@@ -29,36 +46,158 @@ func Listen(addr string, h http.Handler, opts ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s (http.address): %w", addr, err)
 	}
+	ln = watchHeads(limitListener(ln, opts.MaxConnections)) // listener.go, heads.go
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: opts.ReadHeaderTimeout,
 		IdleTimeout:       opts.IdleTimeout,
 		MaxHeaderBytes:    1 << 20,
-		ConnContext:       ConnContext,
+		ConnContext:       connContext,
+		ErrorLog:          errorLog(log),
+		Protocols:         new(http.Protocols),
 	}
-	if opts.Logger != nil {
-		srv.ErrorLog = slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn)
+	s := &Server{srv: srv, ln: ln, log: log}
+	srv.Protocols.SetHTTP1(true)
+	if opts.TLS == nil {
+		srv.Protocols.SetUnencryptedHTTP2(true) // h2c with prior knowledge; no Upgrade: h2c
+		return s, nil
 	}
-	return &Server{srv: srv, ln: ln}, nil
+	srv.Protocols.SetHTTP2(true)
+	s.tls = true
+	if err := s.listenTLS(opts); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// listenTLS binds the redirect listener, if any, and sets up the certificates.
+func (s *Server) listenTLS(opts ServerOptions) error {
+	var redirectAddr net.Addr
+	if a := opts.TLS.RedirectAddress; a != "" {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			return fmt.Errorf("listen on %s (http.tls.redirect_address): %w", a, err)
+		}
+		s.redirectLn, redirectAddr = limitListener(ln, opts.MaxConnections), ln.Addr()
+	}
+	conf, m, err := newTLSConfig(opts.TLS, s.ln.Addr(), redirectAddr, s.log)
+	if err != nil {
+		if s.redirectLn != nil {
+			_ = s.redirectLn.Close()
+		}
+		return err
+	}
+	s.srv.TLSConfig, s.acme = conf, m
+	if s.redirectLn == nil {
+		return nil
+	}
+	_, httpsPort, _ := net.SplitHostPort(s.ln.Addr().String())
+	var rh http.Handler = redirectHandler(httpsPort)
+	if m != nil {
+		rh = m.httpChallenges(rh)
+	}
+	s.redirect = &http.Server{
+		Handler:           rh,
+		ReadHeaderTimeout: opts.ReadHeaderTimeout,
+		IdleTimeout:       opts.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          s.srv.ErrorLog,
+	}
+	return nil
 }
 
 // Addr returns the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// Serve accepts connections until Shutdown; it returns nil after a Shutdown.
+// URL returns the server's base URL: https://host:port with TLS, http://host:port without.
+func (s *Server) URL() string {
+	if s.tls {
+		return "https://" + s.ln.Addr().String()
+	}
+	return "http://" + s.ln.Addr().String()
+}
+
+// RedirectAddr returns the address of the redirect listener, or nil when there is none.
+func (s *Server) RedirectAddr() net.Addr {
+	if s.redirectLn == nil {
+		return nil
+	}
+	return s.redirectLn.Addr()
+}
+
+// Serve accepts connections until Shutdown; it returns nil after a Shutdown. With ACME it first
+// starts obtaining (or loading) the certificates in the background: until one is there, TLS
+// handshakes for its domain fail.
 func (s *Server) Serve() error {
-	if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+	if s.redirect != nil {
+		s.log.Info("redirecting to https", "address", s.redirectLn.Addr().String())
+		go func() {
+			if err := s.redirect.Serve(s.redirectLn); !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("redirect listener stopped", "err", err)
+			}
+		}()
+	}
+	if s.acme != nil {
+		if err := s.acme.start(); err != nil {
+			return err
+		}
+	}
+	var err error
+	if s.tls {
+		err = s.srv.ServeTLS(s.ln, "", "")
+	} else {
+		err = s.srv.Serve(s.ln)
+	}
+	if !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
 }
 
 // Shutdown stops accepting connections and waits for in-flight requests until ctx is done,
-// then closes what is left.
+// then closes what is left. It also stops the redirect listener and the certificate renewals.
 func (s *Server) Shutdown(ctx context.Context) error {
+	if s.redirect != nil {
+		_ = s.redirect.Close() // redirects are answered at once: nothing to wait for
+		_ = s.redirectLn.Close()
+	}
 	err := s.srv.Shutdown(ctx)
 	if err != nil {
 		_ = s.srv.Close()
 	}
+	_ = s.ln.Close() // in case Serve never ran
+	if s.acme != nil {
+		s.acme.stop()
+	}
 	return err
+}
+
+// errorLog returns the error log of the servers: a client's failures (a TLS handshake it gave
+// up, an HTTP/2 protocol error), which scanners cause all day on a public port, at debug;
+// anything else at warn.
+func errorLog(log *slog.Logger) *stdlog.Logger {
+	return stdlog.New(errorLogWriter{log}, "", 0)
+}
+
+type errorLogWriter struct{ log *slog.Logger }
+
+// clientFailures are the prefixes of net/http's messages about a client's failures.
+var clientFailures = []string{"http: TLS handshake error", "http2: server connection error", "http: URL query contains semicolon"}
+
+func (w errorLogWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimSuffix(string(p), "\n")
+	level := slog.LevelWarn
+	for _, prefix := range clientFailures {
+		if strings.HasPrefix(msg, prefix) {
+			level = slog.LevelDebug
+			break
+		}
+	}
+	w.log.Log(context.Background(), level, msg)
+	return len(p), nil
 }

@@ -1,0 +1,322 @@
+package httpserver
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/peregrinephp/peregrine/internal/docroot"
+	"github.com/peregrinephp/peregrine/internal/protocol"
+	"github.com/peregrinephp/peregrine/internal/worker"
+)
+
+// frameRunner is a Runner whose worker sends the given frames as the answer.
+type frameRunner []testFrame
+
+type testFrame struct {
+	t       protocol.Type
+	flags   uint16
+	payload []byte
+}
+
+func (f frameRunner) Admit() error { return nil }
+
+func (f frameRunner) Do(_ context.Context, c *worker.Call) (int, error) {
+	for _, fr := range f {
+		if err := c.Answer.Frame(fr.t, fr.flags, fr.payload); err != nil {
+			return 1, err
+		}
+	}
+	return 1, nil
+}
+
+// responsePayload is a RESPONSE payload; headers are name, value pairs.
+func responsePayload(t *testing.T, status int, body string, headers ...string) []byte {
+	t.Helper()
+	r := &protocol.Response{Status: status, Body: []byte(body)}
+	for i := 0; i+1 < len(headers); i += 2 {
+		r.Headers = append(r.Headers, protocol.Field{Name: headers[i], Value: headers[i+1]})
+	}
+	b, err := protocol.AppendResponse(nil, 0, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b[protocol.HeaderSize:]
+}
+
+// sendfileRoot makes a document root holding report.pdf, a directory outside it holding
+// secret.txt, and links from the root to both.
+func sendfileRoot(t *testing.T) (root *docroot.Root, dir, outside string) {
+	t.Helper()
+	base := t.TempDir()
+	dir = filepath.Join(base, "public")
+	outside = filepath.Join(base, "private")
+	for _, d := range []string{filepath.Join(dir, ".downloads"), outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := map[string]string{
+		filepath.Join(dir, ".downloads", "report.pdf"): "0123456789",
+		filepath.Join(outside, "secret.txt"):           "secret",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(dir, "leak.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, ".downloads", "report.pdf"), filepath.Join(outside, "inside.pdf")); err != nil {
+		t.Fatal(err)
+	}
+	root, err := docroot.New(dir, docroot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, dir, outside
+}
+
+func TestSendfilePath(t *testing.T) {
+	_, dir, outside := sendfileRoot(t)
+	report := filepath.Join(dir, ".downloads", "report.pdf")
+	tests := []struct {
+		header, value string
+		want          string // "" for refused
+	}{
+		{"X-Sendfile", report, report},
+		{"X-Sendfile", dir + "/x/../.downloads/report.pdf", report},
+		{"X-Sendfile", dir + "/missing.pdf", dir + "/missing.pdf"}, // 404 from ServeFile
+		{"X-Sendfile", outside + "/inside.pdf", report},            // a link into the root
+		{"X-Sendfile", filepath.Join(outside, "secret.txt"), ""},
+		{"X-Sendfile", dir + "/../private/secret.txt", ""},
+		{"X-Sendfile", dir + "/leak.txt", ""}, // a link out of the root
+		{"X-Sendfile", dir + "-other/file", ""},
+		{"X-Sendfile", outside + "/missing", ""},
+		{"X-Sendfile", "relative/report.pdf", ""},
+		{"X-Sendfile", "/etc/passwd", ""},
+		{"X-Accel-Redirect", "/.downloads/report.pdf", report},
+		{"X-Accel-Redirect", "/.downloads/report%2Epdf?token=1", report},
+		{"X-Accel-Redirect", "/leak.txt", dir + "/leak.txt"}, // links under the root are followed, as for static files
+		{"X-Accel-Redirect", "/../private/secret.txt", ""},
+		{"X-Accel-Redirect", "/%2E%2E/private/secret.txt", ""},
+		{"X-Accel-Redirect", "/a/%00", ""},
+		{"X-Accel-Redirect", "@named", ""},
+		{"X-Accel-Redirect", "relative.pdf", ""},
+		{"X-Accel-Redirect", "/%zz", ""},
+	}
+	for _, tt := range tests {
+		got, err := sendfilePath(dir, protocol.Field{Name: tt.header, Value: tt.value})
+		if tt.want == "" {
+			if !errors.Is(err, errSendfileDenied) {
+				t.Errorf("%s: %s: got %q, %v; want it refused", tt.header, tt.value, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("%s: %s: got %q, %v; want %q", tt.header, tt.value, got, err, tt.want)
+		}
+	}
+}
+
+func TestSendfileHeaderIsFoundInAnyCase(t *testing.T) {
+	for _, name := range []string{"X-Sendfile", "x-sendfile", "X-SENDFILE", "x-accel-redirect", "X-Accel-Redirect"} {
+		f := sendfileHeader([]protocol.Field{{Name: "Content-Type", Value: "a/b"}, {Name: name, Value: "/f"}})
+		if f.Value != "/f" || !strings.EqualFold(f.Name, name) {
+			t.Errorf("%s: %+v", name, f)
+		}
+	}
+	if f := sendfileHeader([]protocol.Field{{Name: "X-Sendfiles", Value: "/f"}, {Name: "Content-Type", Value: "a/b"}}); f.Name != "" {
+		t.Errorf("found %+v", f)
+	}
+}
+
+func TestSendfileAnswers(t *testing.T) {
+	root, dir, outside := sendfileRoot(t)
+	report := filepath.Join(dir, ".downloads", "report.pdf")
+	fi, err := os.Stat(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(root *docroot.Root, method string, payload []byte, headers ...string) *httptest.ResponseRecorder {
+		t.Helper()
+		h := NewHandler(frameRunner{{protocol.TypeResponse, 0, payload}}, Options{Root: root})
+		req := httptest.NewRequest(method, "/download", nil)
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	php := responsePayload(t, 200, "PHP's body, never sent", "X-Sendfile", report,
+		"Content-Type", "application/x-custom", "Content-Disposition", `attachment; filename="r.pdf"`, "Content-Length", "99")
+
+	rec := serve(root, "GET", php)
+	if rec.Code != 200 || rec.Body.String() != "0123456789" {
+		t.Fatalf("%d %q", rec.Code, rec.Body)
+	}
+	if got := rec.Header(); got.Get("Content-Type") != "application/x-custom" || got.Get("Content-Disposition") != `attachment; filename="r.pdf"` ||
+		got.Get("X-Sendfile") != "" || got.Get("Content-Length") != "10" || got.Get("Accept-Ranges") != "bytes" {
+		t.Fatalf("headers %v", got)
+	}
+	etag := rec.Header().Get("ETag")
+	if etag == "" || rec.Header().Get("Last-Modified") != fi.ModTime().UTC().Format(http.TimeFormat) {
+		t.Fatalf("validators %v", rec.Header())
+	}
+
+	if rec := serve(root, "GET", php, "Range", "bytes=2-4"); rec.Code != 206 || rec.Body.String() != "234" || rec.Header().Get("Content-Range") != "bytes 2-4/10" {
+		t.Fatalf("range: %d %q %v", rec.Code, rec.Body, rec.Header())
+	}
+	if rec := serve(root, "GET", php, "If-None-Match", etag); rec.Code != 304 || rec.Body.Len() != 0 {
+		t.Fatalf("If-None-Match: %d %q", rec.Code, rec.Body)
+	}
+	if rec := serve(root, "POST", php); rec.Code != 200 || rec.Body.String() != "0123456789" {
+		t.Fatalf("POST: %d %q", rec.Code, rec.Body)
+	}
+	if rec := serve(root, "HEAD", php); rec.Code != 200 || rec.Body.Len() != 0 || rec.Header().Get("Content-Length") != "10" {
+		t.Fatalf("HEAD: %d %q %v", rec.Code, rec.Body, rec.Header())
+	}
+	// The status is the file's, as nginx answers an X-Accel-Redirect.
+	accel := responsePayload(t, 404, "", "x-accel-redirect", "/.downloads/report.pdf")
+	if rec := serve(root, "GET", accel); rec.Code != 200 || rec.Body.String() != "0123456789" || rec.Header().Get("Content-Type") != "application/pdf" {
+		t.Fatalf("X-Accel-Redirect: %d %q %v", rec.Code, rec.Body, rec.Header())
+	}
+	missing := responsePayload(t, 200, "", "X-Accel-Redirect", "/.downloads/none.pdf")
+	if rec := serve(root, "GET", missing); rec.Code != 404 {
+		t.Fatalf("missing file: %d %q", rec.Code, rec.Body)
+	}
+	for _, p := range [][]byte{
+		responsePayload(t, 200, "", "X-Sendfile", filepath.Join(outside, "secret.txt")),
+		responsePayload(t, 200, "", "X-Sendfile", dir+"/leak.txt"),
+		responsePayload(t, 200, "", "X-Accel-Redirect", "/../private/secret.txt"),
+	} {
+		if rec := serve(root, "GET", p); rec.Code != 500 || strings.Contains(rec.Body.String(), "secret") {
+			t.Fatalf("outside the root: %d %q", rec.Code, rec.Body)
+		}
+	}
+	if rec := serve(nil, "GET", php); rec.Code != 500 || !strings.Contains(rec.Body.String(), "http.root") {
+		t.Fatalf("without a root: %d %q", rec.Code, rec.Body)
+	}
+	// A flush does not stream an answer that names a file: the file is the body.
+	h := NewHandler(frameRunner{
+		{protocol.TypeResponse, protocol.FlagMore | protocol.FlagFlush, php},
+		{protocol.TypeBody, protocol.FlagFlush, []byte("more of PHP's body")},
+	}, Options{Root: root})
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/download", nil))
+	if rec.Code != 200 || rec.Body.String() != "0123456789" {
+		t.Fatalf("flushed: %d %q", rec.Code, rec.Body)
+	}
+}
+
+// flushRecorder records what had been written at each flush.
+type flushRecorder struct {
+	*httptest.ResponseRecorder
+	flushes []string
+}
+
+func (f *flushRecorder) Flush() {
+	f.ResponseRecorder.Flush()
+	f.flushes = append(f.flushes, f.Body.String())
+}
+
+func TestStreamedAnswer(t *testing.T) {
+	frames := frameRunner{
+		{protocol.TypeResponse, protocol.FlagMore, responsePayload(t, 200, "a", "Content-Type", "text/event-stream", "Content-Length", "1")},
+		{protocol.TypeBody, protocol.FlagMore | protocol.FlagFlush, []byte("b")},
+		{protocol.TypeBody, protocol.FlagMore, []byte("c")},
+		{protocol.TypeBody, protocol.FlagMore | protocol.FlagFlush, []byte("")},
+		{protocol.TypeBody, 0, []byte("d")},
+	}
+	rec := &flushRecorder{ResponseRecorder: httptest.NewRecorder()}
+	NewHandler(frames, Options{}).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if rec.Code != 200 || rec.Body.String() != "abcd" || rec.Header().Get("Content-Length") != "" {
+		t.Fatalf("%d %q %v", rec.Code, rec.Body, rec.Header())
+	}
+	// Collected until the first flush, then every part at once.
+	if want := []string{"ab", "abc", "abc", "abcd"}; strings.Join(rec.flushes, ",") != strings.Join(want, ",") {
+		t.Fatalf("flushes %q, want %q", rec.flushes, want)
+	}
+}
+
+func TestStreamedAnswerEndingAtItsFirstFlushHasALength(t *testing.T) {
+	rec := httptest.NewRecorder()
+	NewHandler(frameRunner{{protocol.TypeResponse, protocol.FlagFlush, responsePayload(t, 200, "all")}}, Options{}).
+		ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if rec.Body.String() != "all" || rec.Header().Get("Content-Length") != "3" {
+		t.Fatalf("%q %v", rec.Body, rec.Header())
+	}
+}
+
+func TestStreamToAClientThatLeftReplacesTheWorker(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	req := httptest.NewRequest("GET", "/events", nil).WithContext(ctx)
+	h := NewHandler(nil, Options{})
+	a := &answer{w: &countingWriter{ResponseWriter: httptest.NewRecorder()}, r: req, h: h, bufs: &h.bufs}
+	defer a.release()
+	if err := a.Frame(protocol.TypeResponse, protocol.FlagMore|protocol.FlagFlush, responsePayload(t, 200, "event 1\n")); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := a.Frame(protocol.TypeBody, protocol.FlagMore|protocol.FlagFlush, []byte("event 2\n")); !errors.Is(err, errClientGone) {
+		t.Fatalf("more after the client left: %v", err)
+	}
+	// The end of the answer is no reason to replace the worker.
+	if err := a.Frame(protocol.TypeBody, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStreamedNoContentIsNotAClientError(t *testing.T) {
+	req := httptest.NewRequest("GET", "/", nil)
+	h := NewHandler(nil, Options{})
+	a := &answer{w: &countingWriter{ResponseWriter: httptest.NewRecorder()}, r: req, h: h, bufs: &h.bufs}
+	defer a.release()
+	for _, f := range []testFrame{
+		{protocol.TypeResponse, protocol.FlagMore | protocol.FlagFlush, responsePayload(t, 204, "")},
+		{protocol.TypeBody, protocol.FlagMore | protocol.FlagFlush, []byte("ignored")},
+		{protocol.TypeBody, protocol.FlagMore | protocol.FlagFlush, []byte("ignored")},
+	} {
+		if err := a.Frame(f.t, f.flags, f.payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestEarlyHints(t *testing.T) {
+	srv := httptest.NewServer(NewHandler(frameRunner{
+		{protocol.TypeHints, 0, []byte("Link\x00</app.css>; rel=preload; as=style\x00Link\x00</app.js>; rel=preload; as=script")},
+		{protocol.TypeResponse, 0, responsePayload(t, 200, "page", "Content-Type", "text/html")},
+	}, Options{}))
+	defer srv.Close()
+	var hints []http.Header
+	req, _ := http.NewRequest("GET", srv.URL, nil)
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+			if code == http.StatusEarlyHints {
+				hints = append(hints, http.Header(h).Clone())
+			}
+			return nil
+		},
+	}))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if len(hints) != 1 || len(hints[0].Values("Link")) != 2 {
+		t.Fatalf("hints %v", hints)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Link") != "" {
+		t.Fatalf("final answer %d %v: the hints are not part of it", resp.StatusCode, resp.Header)
+	}
+}
