@@ -1,0 +1,92 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Peregrine\Symfony;
+
+use Peregrine\Internal\FrontController;
+use Symfony\Component\HttpFoundation\Request;
+use Symfony\Component\HttpKernel\HttpKernelInterface;
+use Symfony\Component\HttpKernel\Kernel;
+use Symfony\Component\HttpKernel\TerminableInterface;
+use Symfony\Component\Runtime\RunnerInterface;
+use Symfony\Contracts\Service\ResetInterface;
+
+/**
+ * Runner serves requests with one Symfony HTTP kernel, booted by the first request and kept
+ * for the life of the worker, on Peregrine's native runtime:
+ *
+ *     peregrine_handle_request(
+ *         Request::createFromGlobals() -> kernel->handle() -> response->send()
+ *         (send() calls fastcgi_finish_request(): the client has the whole answer, streamed
+ *         or a file, before kernel.terminate)
+ *         -> kernel->terminate()
+ *     ) -> the next request
+ *
+ * After each request the runner resets the kernel's services itself: the services_resetter
+ * (every service tagged kernel.reset: the security token, the request stack, Monolog buffers,
+ * Doctrine's entity managers...), then marks the kernel as having no request in flight. Symfony's
+ * Kernel would reset at the start of the next handle() on its own, but only when its count of
+ * requests in flight is back to 0, which an exit() in a controller prevents for good (exit
+ * skips the finally that counts down): from then on it would never reset again. A kernel that
+ * is not Symfony's but implements ResetInterface has reset() called after each request.
+ */
+final class Runner implements RunnerInterface
+{
+    /** @param string $public the public directory whose index.php the requests stand for */
+    public function __construct(
+        private readonly HttpKernelInterface $kernel,
+        private readonly string $public,
+    ) {
+    }
+
+    public function run(): int
+    {
+        $kernel = $this->kernel;
+        $public = $this->public;
+        $handle = static function () use ($kernel, $public): void {
+            FrontController::describe($public);
+            $request = Request::createFromGlobals();
+            $response = $kernel->handle($request);
+            $response->send();
+            if ($kernel instanceof TerminableInterface) {
+                $kernel->terminate($request, $response);
+            }
+        };
+        $reset = self::resetter($kernel);
+        while (\peregrine_handle_request($handle)) {
+            $reset();
+        }
+
+        return 0;
+    }
+
+    /** @return \Closure(): void what puts the kernel's services back between two requests */
+    private static function resetter(HttpKernelInterface $kernel): \Closure
+    {
+        if ($kernel instanceof Kernel) {
+            $settle = \Closure::bind(static function (Kernel $kernel): void {
+                $kernel->requestStackSize = 0;
+                $kernel->resetServices = false;
+            }, null, Kernel::class);
+
+            return static function () use ($kernel, $settle): void {
+                try {
+                    $container = $kernel->getContainer();
+                } catch (\LogicException) {
+                    return; // the request failed before the kernel booted: nothing to reset
+                }
+                if ($container->has('services_resetter')) {
+                    $container->get('services_resetter')->reset();
+                }
+                $settle($kernel);
+            };
+        }
+        if ($kernel instanceof ResetInterface) {
+            return $kernel->reset(...);
+        }
+
+        return static function (): void {
+        };
+    }
+}

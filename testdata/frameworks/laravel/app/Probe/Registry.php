@@ -1,0 +1,12 @@
+<?php
+
+declare(strict_types=1);
+
+namespace App\Probe;
+
+// Static state no sandbox resets: what PEREGRINE_DEBUG_LEAKS reports.
+final class Registry
+{
+    /** @var list<string> */
+    public static array $seen = [];
+}

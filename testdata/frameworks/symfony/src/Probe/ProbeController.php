@@ -1,0 +1,56 @@
+<?php
+
+declare(strict_types=1);
+
+namespace App\Probe;
+
+use Symfony\Component\HttpFoundation\Request;
+use Symfony\Component\HttpFoundation\Response;
+use Symfony\Component\Security\Core\Authentication\Token\Storage\TokenStorageInterface;
+use Symfony\Component\Security\Core\Authentication\Token\UsernamePasswordToken;
+use Symfony\Component\Security\Core\User\InMemoryUser;
+
+final class ProbeController extends \Symfony\Bundle\FrameworkBundle\Controller\AbstractController
+{
+    public function __construct(private Memo $memo, private TokenStorageInterface $tokens)
+    {
+    }
+
+    public function memoSet(Request $request): Response
+    {
+        $this->memo->value = $request->query->get('v');
+
+        return new Response((string) $this->memo->value);
+    }
+
+    public function memoGet(): Response
+    {
+        return new Response($this->memo->value ?? 'none');
+    }
+
+    /** Authenticates the rest of this request as a user, without a session. */
+    public function tokenSet(Request $request): Response
+    {
+        $user = new InMemoryUser((string) $request->query->get('v'), null, ['ROLE_USER']);
+        $this->tokens->setToken(new UsernamePasswordToken($user, 'main', $user->getRoles()));
+
+        return new Response($this->tokens->getToken()->getUserIdentifier());
+    }
+
+    public function tokenGet(): Response
+    {
+        return new Response($this->tokens->getToken()?->getUserIdentifier() ?? 'nobody');
+    }
+
+    public function exit(Request $request): Response
+    {
+        $this->memo->value = 'exited';
+        echo 'bye';
+        exit();
+    }
+
+    public function after(): Response
+    {
+        return new Response('answered before kernel.terminate');
+    }
+}
