@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what `make bench` needs from Debian's packages, only what is missing: nginx, PHP-FPM,
-# wrk, ab (apache2-utils), gnuplot, Slim 3 and the Laravel framework. The benchmark runs nginx and
+# wrk, ab (apache2-utils), h2load (nghttp2-client), gnuplot, Slim 3, the Laravel framework and
+# the Symfony 5.4 components examples/symfony runs on. The benchmark runs nginx and
 # php-fpm8.2 itself, as foreground child processes with generated configs; this script keeps the
 # packages' own system services from being started or enabled.
 set -euo pipefail
 
-packages=(nginx php8.2-fpm php8.2-cli php8.2-opcache wrk apache2-utils gnuplot-nox php-slim
-  php-laravel-framework php-nyholm-psr7 php-psr-http-message php-psr-http-factory)
+packages=(nginx php8.2-fpm php8.2-cli php8.2-opcache wrk apache2-utils nghttp2-client gnuplot-nox php-slim
+  php-laravel-framework php-nyholm-psr7 php-psr-http-message php-psr-http-factory
+  php-symfony-framework-bundle php-symfony-security-bundle php-symfony-runtime php-symfony-dotenv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,11 +1,12 @@
 <?php
 // Prints, one per line, the library files under /usr/share/php that one GET / of an app loads:
-// the list its opcache.preload script requires. Usage: php preload-list.php APP/public/index.php
+// the list its opcache.preload script requires. Usage: php preload-list.php APP/public/index.php [PATH]
+// (PATH: the route to request, / by default).
 declare(strict_types=1);
 
-$entry = realpath($argv[1] ?? '') ?: exit("usage: php preload-list.php ENTRY.php\n");
+$entry = realpath($argv[1] ?? '') ?: exit("usage: php preload-list.php ENTRY.php [PATH]\n");
 $_SERVER = array_merge($_SERVER, [
-    'REQUEST_METHOD' => 'GET', 'REQUEST_URI' => '/', 'SCRIPT_NAME' => '/index.php', 'SCRIPT_FILENAME' => $entry,
+    'REQUEST_METHOD' => 'GET', 'REQUEST_URI' => $argv[2] ?? '/', 'SCRIPT_NAME' => '/index.php', 'SCRIPT_FILENAME' => $entry,
     'SERVER_NAME' => 'localhost', 'SERVER_PORT' => '80', 'SERVER_PROTOCOL' => 'HTTP/1.1', 'HTTP_HOST' => 'localhost',
     'REMOTE_ADDR' => '127.0.0.1',
 ]);

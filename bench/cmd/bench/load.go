@@ -21,6 +21,7 @@ type result struct {
 	readErr  int // read errors (wrk)
 	closed   int // read errors that are the server closing the connection after each answer
 	aborted  string
+	mean     time.Duration // the mean time per request, from h2load (which gives no percentiles)
 	cpu      time.Duration // CPU time the server's processes used during the run
 	// otherCores is how many cores, on average, processes other than the server and the load
 	// generator kept busy during the run: other work on the machine.
@@ -42,11 +43,16 @@ func (r result) failed() int { return r.non2xx + r.sockErr + r.readErr }
 // and the generator competes with the server for them.
 const wrkThreads = 2
 
-// runWrk runs wrk with keep-alive connections for d against url.
-func runWrk(ctx context.Context, url string, conns int, d time.Duration) (result, error) {
+// runWrk runs wrk with keep-alive connections for d against url, with the request headers
+// given ("Name: value").
+func runWrk(ctx context.Context, url string, conns int, d time.Duration, headers ...string) (result, error) {
 	threads := min(wrkThreads, conns)
-	out, err := command(ctx, "wrk", "-t"+strconv.Itoa(threads), "-c"+strconv.Itoa(conns),
-		"-d"+strconv.Itoa(int(d.Seconds()))+"s", "--timeout", "60s", "--latency", url)
+	args := []string{"-t" + strconv.Itoa(threads), "-c" + strconv.Itoa(conns),
+		"-d" + strconv.Itoa(int(d.Seconds())) + "s", "--timeout", "60s", "--latency"}
+	for _, h := range headers {
+		args = append(args, "-H", h)
+	}
+	out, err := command(ctx, "wrk", append(args, url)...)
 	if ctx.Err() != nil {
 		return result{}, ctx.Err()
 	}
@@ -184,4 +190,57 @@ func command(ctx context.Context, name string, args ...string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	err := cmd.Run()
 	return buf.String(), err
+}
+
+// runH2load runs nghttp2's h2load over HTTP/2 (TLS with ALPN for an https URL) for d: clients
+// connections, each with up to streams requests in flight, on wrkThreads threads. It reports
+// no percentiles, only the mean time per request.
+func runH2load(ctx context.Context, url string, clients, streams int, d time.Duration) (result, error) {
+	out, err := command(ctx, "h2load", "-t"+strconv.Itoa(min(wrkThreads, clients)), "-c"+strconv.Itoa(clients),
+		"-m"+strconv.Itoa(streams), "-D", strconv.Itoa(int(d.Seconds())), url)
+	if ctx.Err() != nil {
+		return result{}, ctx.Err()
+	}
+	if err != nil {
+		return result{}, fmt.Errorf("h2load: %w\n%s", err, out)
+	}
+	return parseH2load(out)
+}
+
+var (
+	h2RPS      = regexp.MustCompile(`finished in [\d.]+\w+, ([\d.]+) req/s`)
+	h2Requests = regexp.MustCompile(`requests: \d+ total, \d+ started, (\d+) done, \d+ succeeded, (\d+) failed, (\d+) errored, (\d+) timeout`)
+	h2Status   = regexp.MustCompile(`status codes: \d+ 2xx, \d+ 3xx, (\d+) 4xx, (\d+) 5xx`)
+	h2Mean     = regexp.MustCompile(`time for request:\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)`)
+	h2Proto    = regexp.MustCompile(`Application protocol: (\S+)`)
+)
+
+func parseH2load(out string) (result, error) {
+	var r result
+	m := h2RPS.FindStringSubmatch(out)
+	if m == nil {
+		return r, fmt.Errorf("h2load: no req/s in its output:\n%s", out)
+	}
+	if p := h2Proto.FindStringSubmatch(out); p == nil || p[1] != "h2" {
+		return r, fmt.Errorf("h2load: the server did not speak HTTP/2:\n%s", out)
+	}
+	r.rps, _ = strconv.ParseFloat(m[1], 64)
+	// "failed" counts every request that did not succeed: 4xx and 5xx answers, and those that
+	// "errored" (no answer) or timed out.
+	failed := 0
+	if m := h2Requests.FindStringSubmatch(out); m != nil {
+		r.requests, _ = strconv.Atoi(m[1])
+		failed, _ = strconv.Atoi(m[2])
+	}
+	if m := h2Status.FindStringSubmatch(out); m != nil {
+		for _, s := range m[1:] {
+			n, _ := strconv.Atoi(s)
+			r.non2xx += n
+		}
+	}
+	r.sockErr = max(failed-r.non2xx, 0)
+	if m := h2Mean.FindStringSubmatch(out); m != nil {
+		r.mean = wrkDuration(m[1], m[2])
+	}
+	return r, nil
 }

@@ -40,10 +40,13 @@ func describeMachine(peregrine string) machine {
 		{"nginx", strings.TrimPrefix(firstOutputLine("nginx", "-v"), "nginx version: ")},
 		{"wrk", wrkVersion()},
 		{"ab", strings.TrimPrefix(firstOutputLine("ab", "-V"), "This is ")},
+		{"h2load", firstOutputLine("h2load", "--version")},
+		{"OpenSSL", firstOutputLine("openssl", "version")},
 		{"gnuplot", firstOutputLine("gnuplot", "--version")},
 		{"Slim (php-slim)", debVersion("php-slim")},
 		{"Laravel (php-laravel-framework)", debVersion("php-laravel-framework")},
 		{"Nyholm PSR-7 (php-nyholm-psr7)", debVersion("php-nyholm-psr7")},
+		{"Symfony (php-symfony-framework-bundle)", debVersion("php-symfony-framework-bundle")},
 	}
 	return m
 }

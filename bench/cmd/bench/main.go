@@ -4,7 +4,7 @@
 // Run it from the repository root through `make bench` (which installs what it needs with
 // bench/setup.sh and builds bin/peregrine first), or directly:
 //
-//	go run ./bench/cmd/bench [-quick] [-only hello,delay,framework,memory] [-runs N]
+//	go run ./bench/cmd/bench [-quick] [-only hello,delay,framework,classic,front,memory] [-runs N]
 //
 // Every server it starts is a child process in its own process group, configured from files in
 // a temporary directory, listening on a free 127.0.0.1 port; it stops them by pid at the end and
@@ -27,8 +27,8 @@ import (
 
 func main() {
 	var (
-		quick     = flag.Bool("quick", false, "one short pass of each scenario (under 2 minutes)")
-		only      = flag.String("only", "", "comma-separated scenarios to run: hello, delay, framework, memory (default all)")
+		quick     = flag.Bool("quick", false, "one short pass of each scenario (about 2.5 minutes)")
+		only      = flag.String("only", "", "comma-separated scenarios to run: "+scenarioNames+" (default all)")
 		runs      = flag.Int("runs", 0, "runs per cell (default 3, 1 with -quick)")
 		peregrine = flag.String("peregrine", "bin/peregrine", "the peregrine binary")
 		outDir    = flag.String("out", "bench/results", "where latest.md and latest.png (quick.md and quick.png with -quick) go")
@@ -91,7 +91,7 @@ func run(quick bool, only string, runs int, peregrine, outDir string, keep bool)
 	for _, s := range strings.Split(only, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			if !validScenario(s) {
-				return fmt.Errorf("-only: unknown scenario %q (hello, delay, framework, memory)", s)
+				return fmt.Errorf("-only: unknown scenario %q (%s)", s, scenarioNames)
 			}
 			want[s] = true
 		}
@@ -140,6 +140,18 @@ func run(quick bool, only string, runs int, peregrine, outDir string, keep bool)
 			return err
 		}
 		done("framework")
+	}
+	if selected("classic") {
+		if rep.classic, err = lab.classicScenario(p); err != nil {
+			return err
+		}
+		done("classic")
+	}
+	if selected("front") {
+		if rep.front, err = lab.frontScenario(p); err != nil {
+			return err
+		}
+		done("front")
 	}
 	if selected("memory") {
 		if rep.memory, err = lab.memoryScenario(p); err != nil {

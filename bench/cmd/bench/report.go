@@ -21,6 +21,8 @@ type report struct {
 	hello     []*comparison
 	delay     []*comparison
 	framework []*comparison
+	classic   []*comparison
+	front     []*comparison
 	memory    [][]memRun // one row per run: the systems in the order they ran
 }
 
@@ -65,6 +67,19 @@ func (c *comparison) ratio(a, b int) float64 {
 	for _, row := range c.runs {
 		if row[b].rps > 0 {
 			out = append(out, row[a].rps/row[b].rps)
+		}
+	}
+	return median(out)
+}
+
+// cpuRatio is the median over the runs of system b's server CPU per request divided by system
+// a's in the same run: how many times less CPU a needs per request. Other work on the machine
+// moves it less than req/s.
+func (c *comparison) cpuRatio(a, b int) float64 {
+	out := make([]float64, 0, len(c.runs))
+	for _, row := range c.runs {
+		if ca, cb := row[a].cpuPerRequest(), row[b].cpuPerRequest(); ca > 0 && cb > 0 {
+			out = append(out, float64(cb)/float64(ca))
 		}
 	}
 	return median(out)
@@ -226,7 +241,7 @@ func (r *report) markdown() string {
 
 	if len(r.framework) > 0 {
 		b.WriteString("## 3. A framework app\n\n")
-		fmt.Fprintf(&b, "One route, `GET /` answering `Hello, world!`, on frameworks from Debian's packages; %d workers; load: %s. "+
+		fmt.Fprintf(&b, "One route answering `Hello, world!` (`GET /`; Symfony: `GET /hello` of examples/symfony), on frameworks from Debian's packages; %d workers; load: %s. "+
 			"Peregrine boots the app once per worker; PHP-FPM boots it for every request, with OPcache, "+
 			"and with `opcache.preload` of every library file a request loads.\n\n", r.framework[0].workers, r.framework[0].load)
 		b.WriteString("| app | system | req/s | p50 | p99 | server CPU / request | other load | failed / requests | Peregrine ÷ this |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n")
@@ -266,10 +281,91 @@ func (r *report) markdown() string {
 				f(func(m memRun) int { return m.idle.workerPSS() }),
 				f(func(m memRun) int { return m.idle.totalPSS() }), f(func(m memRun) int { return m.after.totalPSS() }))
 		}
-		fmt.Fprintf(&b, "\n\"%s\" is the same Peregrine worker started as `php -n -d zend_extension=opcache.so`: without "+
-			"php.ini and the extensions Debian's PHP CLI loads from it.\n\n", sysLean)
+		fmt.Fprintf(&b, "\n\"%s\" is the raw hello-world worker on the default runtime, native (`bin/peregrine-php`); \"%s\" "+
+			"the same worker on plain `php`; \"%s\" the same on plain `php -n -d zend_extension=opcache.so`: without "+
+			"php.ini and the extensions Debian's PHP CLI loads from it. \"%s\" is classic mode (`--root bench/apps/hello`, "+
+			"each request a PHP request of index.php), the same work as an FPM child's.\n\n", sysPeregr, sysCLIMem, sysLean, sysClassic)
 	}
+	if len(r.classic) > 0 {
+		b.WriteString("## 5. Classic mode and the native runtime\n\n")
+		fmt.Fprintf(&b, "Classic mode (`peregrine serve --root DIR`): every request is a fresh PHP request on the native "+
+			"runtime (`bin/peregrine-php`), PHP-FPM's model without the FastCGI hop and without nginx; static files are "+
+			"served by the daemon. Against nginx + PHP-FPM on the same `index.php`, and on WordPress's front page "+
+			"(Debian's `wordpress` package with its default theme, the default content, pretty permalinks; nginx with "+
+			"`try_files $uri $uri/ /index.php?$query_string` and Debian's `snippets/fastcgi-php.conf`). OPcache on for "+
+			"both, `opcache.validate_timestamps=0` and 128 MiB for both. Then worker mode (raw, `bench/apps/hello/raw.php`) "+
+			"on the native runtime against the cli runtime (plain `php`). %d workers. Before each run the servers get a warm-up "+
+			"and then nothing queued (a lone request answered quickly), as in the delay scenario.\n\n", r.classic[0].workers)
+		b.WriteString("| app | load | system | req/s | p50 | p99 | server CPU / request | other load | failed / requests | first ÷ this |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, c := range r.classic {
+			for j, s := range c.systems {
+				ratio := "–"
+				if j > 0 {
+					ratio = fmt.Sprintf("%.2f×", c.ratio(0, j))
+				}
+				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.app, c.load, s, fmtRPS(c.medianRPS(j)),
+					fmtDur(c.medianDur(j, func(r result) time.Duration { return r.p50 })),
+					fmtDur(c.medianDur(j, func(r result) time.Duration { return r.p99 })),
+					fmtDur(c.medianDur(j, result.cpuPerRequest)), c.otherLoad(j), fmtFailed(c, j), ratio)
+			}
+		}
+		b.WriteString("\n")
+	}
+
+	if len(r.front) > 0 {
+		r.frontMarkdown(&b)
+	}
+
 	return b.String()
+}
+
+// fmtCPURatio says how many times less (or more) CPU per request the first system needs than
+// the other, from cpuRatio.
+func fmtCPURatio(v float64) string {
+	switch {
+	case v <= 0:
+		return "–"
+	case v >= 1:
+		return fmt.Sprintf("%.2f× less", v)
+	default:
+		return fmt.Sprintf("%.2f× more", 1/v)
+	}
+}
+
+// frontMarkdown writes the front scenario's section (issue 11).
+func (r *report) frontMarkdown(b *strings.Builder) {
+	b.WriteString("## 6. The HTTP front (issue 11)\n\n")
+	fmt.Fprintf(b, "What Peregrine does in front of PHP, against nginx doing the same, %d workers. **HTTPS hello**: "+
+		"`bench/apps/hello` over TLS with one self-signed ECDSA P-256 certificate for both, generated at start; Peregrine "+
+		"with `http.tls.cert`/`key` (Go's crypto/tls defaults), nginx with `listen ... ssl http2` and the same protocols, "+
+		"suites and curves (TLS 1.3, AES-128-GCM, X25519 in practice). h2load reports no percentiles: the p50 column "+
+		"shows its mean time per request. **Compressed page**: a 20 KB HTML table made by PHP per request "+
+		"(`bench/apps/front`), Peregrine with its default `http.compression` (zstd, br, gzip; gzip at level 5), nginx with "+
+		"`gzip on; gzip_comp_level 5; gzip_types text/html`. **Static files**: the same page as a file and 1 MB of random "+
+		"bytes from Peregrine's `http.root` (a hello-world worker running; no PHP involved) and from nginx alone "+
+		"(`sendfile on`). \"answer\" is one answer of each server to the measured request: protocol, body bytes as sent, "+
+		"coding.\n\n", r.front[0].workers)
+	b.WriteString("| what | load | system | answer | req/s | p50 | p99 | server CPU / request | other load | failed / requests | first ÷ this |\n|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, c := range r.front {
+		for j, s := range c.systems {
+			ratio := "–"
+			if j > 0 {
+				ratio = fmt.Sprintf("%.2f× (CPU/request %s)", c.ratio(0, j), fmtCPURatio(c.cpuRatio(0, j)))
+			}
+			answer := ""
+			if j < len(c.answers) {
+				answer = c.answers[j]
+			}
+			p50 := fmtDur(c.medianDur(j, func(r result) time.Duration { return r.p50 }))
+			if mean := c.medianDur(j, func(r result) time.Duration { return r.mean }); mean > 0 {
+				p50 = "mean " + fmtDur(mean)
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.app, c.load, s, answer, fmtRPS(c.medianRPS(j)), p50,
+				fmtDur(c.medianDur(j, func(r result) time.Duration { return r.p99 })),
+				fmtDur(c.medianDur(j, result.cpuPerRequest)), c.otherLoad(j), fmtFailed(c, j), ratio)
+		}
+	}
+	b.WriteString("\n")
 }
 
 // memoryGroups gathers the memory runs by workers and system, in the order they first ran.
@@ -342,16 +438,70 @@ func (r *report) targets() []target {
 		ts = append(ts, target{"50 ms delay: Peregrine fails no request (every load)", fmt.Sprintf("%d of %s failed", failed, groupThousands(requests)), failed == 0})
 	}
 	for _, c := range r.framework {
+		// Slim's target is issue 3's, Laravel's issue 10's; issue 10 sets none for Symfony.
 		want := 3.0
-		if strings.HasPrefix(c.app, "Laravel") {
+		switch {
+		case strings.HasPrefix(c.app, "Laravel"):
 			want = 8
+		case !strings.HasPrefix(c.app, "Slim"):
+			continue
 		}
 		if j := c.index(sysPreload); j >= 0 {
 			v := c.ratio(0, j)
 			ts = append(ts, target{fmt.Sprintf("%s hello ≥ %.0f× nginx + PHP-FPM with OPcache and preload", c.app, want), fmt.Sprintf("%.2f×", v), v >= want})
 		}
+		if strings.HasPrefix(c.app, "Laravel") {
+			// Issue 10's targets for --laravel: ≥ 8× FPM with OPcache, ≥ 4× with preload too.
+			for _, t := range []struct {
+				system string
+				want   float64
+			}{{sysFPM, 8}, {sysPreload, 4}} {
+				if j := c.index(t.system); j >= 0 {
+					v := c.ratio(0, j)
+					ts = append(ts, target{fmt.Sprintf("%s hello ≥ %.0f× %s (issue 10)", c.app, t.want, t.system), fmt.Sprintf("%.2f×", v), v >= t.want})
+				}
+			}
+		}
+	}
+	for _, c := range r.classic {
+		if len(c.systems) < 2 {
+			continue
+		}
+		v := c.ratio(0, 1)
+		figure := fmt.Sprintf("%.2f× (server CPU per request: %.2f× less)", v, c.cpuRatio(0, 1))
+		switch {
+		case c.systems[1] == sysFPM && strings.HasPrefix(c.app, "WordPress"):
+			ts = append(ts, target{fmt.Sprintf("classic mode, %s ≥ 1.0× nginx + PHP-FPM (issue 12)", c.app), figure, v >= 1})
+		case c.systems[1] == sysFPM:
+			ts = append(ts, target{"classic mode, hello world ≥ 1.5× nginx + PHP-FPM (issue 12)", figure, v >= 1.5})
+		case c.systems[1] == sysCLI:
+			ts = append(ts, target{"worker mode, native runtime ≥ 1.0× cli runtime, hello raw (issue 12)", figure, v >= 1})
+		}
+	}
+	for _, c := range r.front {
+		if len(c.systems) < 2 {
+			continue
+		}
+		v := c.ratio(0, 1)
+		figure := fmt.Sprintf("%.2f× (server CPU per request: %s)", v, fmtCPURatio(c.cpuRatio(0, 1)))
+		switch {
+		case strings.HasPrefix(c.app, "hello world, HTTPS"):
+			ts = append(ts, target{fmt.Sprintf("%s ≥ 2× nginx + PHP-FPM (issue 11)", c.app), figure, v >= 2})
+		case strings.HasPrefix(c.app, "static file"):
+			ts = append(ts, target{fmt.Sprintf("%s ≥ 0.8× nginx (issue 11)", c.app), figure, v >= 0.8})
+		}
 	}
 	for _, g := range r.memoryGroups() {
+		if g[0].system == sysClassic || g[0].system == sysPeregr {
+			for _, h := range r.memoryGroups() {
+				if h[0].system == sysFPM && h[0].workers == g[0].workers {
+					pw := medianInt(g, func(m memRun) int { return m.idle.workerPSS() })
+					fw := medianInt(h, func(m memRun) int { return m.idle.workerPSS() })
+					ts = append(ts, target{fmt.Sprintf("idle worker PSS, %s ≤ PHP-FPM child's (%d workers; issue 12: reported)", g[0].system, g[0].workers),
+						fmt.Sprintf("%.1f vs %.1f MiB", mib(pw), mib(fw)), pw <= fw})
+				}
+			}
+		}
 		if g[0].system != sysPeregr {
 			continue
 		}
@@ -392,7 +542,7 @@ func systemColor(s string) int {
 		return 0x1f5fa8
 	case s == sysPreload:
 		return 0xd62728
-	case s == sysFPM:
+	case s == sysFPM || s == sysNginx:
 		return 0xff8c1a
 	case s == sysGo:
 		return 0x2ca02c
@@ -476,6 +626,32 @@ func (r *report) panels() (titles []string, panels [][]bar) {
 		}
 		titles = append(titles, fmt.Sprintf("%s hello, %d workers|(× = Peregrine ÷ this)", c.app, c.workers))
 		panels = append(panels, fw)
+	}
+	for _, c := range r.classic {
+		var bars []bar
+		for j, s := range c.systems {
+			ratio := ""
+			if j > 0 {
+				ratio = fmt.Sprintf("%.2f×", c.ratio(0, j))
+			}
+			label := map[string]string{sysClassic: "Peregrine|classic", sysFPM: "nginx +|PHP-FPM", sysNative: "Peregrine|native", sysCLI: "Peregrine|cli"}[s]
+			bars = append(bars, bar{label, c.medianRPS(j), kilo(c.medianRPS(j)), ratio, systemColor(s)})
+		}
+		titles = append(titles, fmt.Sprintf("%s, %d workers|(× = first ÷ this)", c.app, c.workers))
+		panels = append(panels, bars)
+	}
+	for _, c := range r.front {
+		var bars []bar
+		for j, s := range c.systems {
+			ratio := ""
+			if j > 0 {
+				ratio = fmt.Sprintf("%.2f×", c.ratio(0, j))
+			}
+			label := map[string]string{sysRaw: "Peregrine", sysPeregr: "Peregrine", sysFPM: "nginx +|PHP-FPM", sysNginx: "nginx"}[s]
+			bars = append(bars, bar{label, c.medianRPS(j), kilo(c.medianRPS(j)), ratio, systemColor(s)})
+		}
+		titles = append(titles, fmt.Sprintf("%s|(× = Peregrine ÷ this)", c.app))
+		panels = append(panels, bars)
 	}
 	return titles, panels
 }

@@ -31,6 +31,15 @@ type plan struct {
 	memWorkers  []int
 	memRequests int
 	memConns    int
+
+	classicWorkers int
+	classicDur     time.Duration
+
+	frontWorkers int
+	frontDur     time.Duration
+	frontConns   int // wrk's connections (compressed page, static files)
+	h2Clients    int // h2load's connections (HTTPS hello) ...
+	h2Streams    int // ... and requests in flight on each
 }
 
 func fullPlan() plan {
@@ -41,6 +50,8 @@ func fullPlan() plan {
 		abWorkers: []int{16}, abN: 20000, abC: 1000,
 		fwWorkers: 2, fwDur: 8 * time.Second,
 		memWorkers: []int{2, 4}, memRequests: 100000, memConns: 50,
+		classicWorkers: 2, classicDur: 8 * time.Second,
+		frontWorkers: 2, frontDur: 8 * time.Second, frontConns: 50, h2Clients: 10, h2Streams: 5,
 	}
 }
 
@@ -52,11 +63,20 @@ func quickPlan() plan {
 		abWorkers: []int{16}, abN: 2000, abC: 1000,
 		fwWorkers: 2, fwDur: 3 * time.Second,
 		memWorkers: []int{4}, memRequests: 100000, memConns: 50,
+		classicWorkers: 2, classicDur: 3 * time.Second,
+		frontWorkers: 2, frontDur: 3 * time.Second, frontConns: 50, h2Clients: 10, h2Streams: 5,
 	}
 }
 
+// scenarioNames lists what -only takes, in the order the scenarios run.
+const scenarioNames = "hello, delay, framework, classic, front, memory"
+
 func validScenario(s string) bool {
-	return s == "hello" || s == "delay" || s == "framework" || s == "memory"
+	switch s {
+	case "hello", "delay", "framework", "memory", "classic", "front":
+		return true
+	}
+	return false
 }
 
 // A comparison is one cell of a table: several systems under the same load, measured in
@@ -68,6 +88,9 @@ type comparison struct {
 	app     string // the framework app, in the framework scenario
 	systems []string
 	runs    [][]result
+	// answers describes one answer of each system to the measured request (protocol, body
+	// bytes as sent, Content-Encoding), in the front scenario.
+	answers []string
 }
 
 // fpmBacklog is PHP-FPM's listen.backlog (and nginx's): the default, 511, makes the kernel refuse
@@ -152,6 +175,11 @@ const (
 	sysGo      = "Go net/http"
 	sysPeregr  = "Peregrine"
 	sysLean    = "Peregrine, php -n + OPcache"
+	sysClassic = "Peregrine classic"
+	sysNative  = "Peregrine raw, native runtime"
+	sysCLI     = "Peregrine raw, cli runtime"
+	sysCLIMem  = "Peregrine, cli runtime"
+	sysNginx   = "nginx (static)"
 )
 
 // helloScenario: hello world on every system, wrk with keep-alive.
@@ -236,17 +264,29 @@ func (l *lab) delayScenario(p plan) ([]*comparison, error) {
 	return out, nil
 }
 
-// A framework app under bench/apps.
+// A framework app.
 type framework struct {
 	key, name string
-	// prepare runs before the servers start, with the app's runtime directory in env.
+	dir       string // the app's directory (public/index.php is FPM's front file); bench/apps/KEY when empty
+	path      string // the route measured; "/" when empty
+	// prepare runs before the servers start, with the app's runtime directory in env
+	// (LARAVEL_RUNTIME_DIR, VAR_DIR).
 	prepare string
+}
+
+func (fw framework) appDir() string {
+	if fw.dir != "" {
+		return fw.dir
+	}
+	return "bench/apps/" + fw.key
 }
 
 func frameworks() []framework {
 	return []framework{
 		{key: "slim", name: "Slim " + debVersion("php-slim")},
-		{key: "laravel", name: "Laravel " + debVersion("php-laravel-framework"), prepare: "bench/apps/laravel/optimize.php"},
+		{key: "laravel", name: "Laravel " + debVersion("php-laravel-framework") + " (--laravel, sandboxed)", prepare: "bench/apps/laravel/optimize.php"},
+		{key: "symfony", name: "Symfony " + debVersion("php-symfony-framework-bundle") + " (--symfony, kernel reset)",
+			dir: "examples/symfony", path: "/hello", prepare: "bench/apps/symfony-warmup.php"},
 	}
 }
 
@@ -255,32 +295,56 @@ func frameworks() []framework {
 func (l *lab) frameworkScenario(p plan) ([]*comparison, error) {
 	var out []*comparison
 	for _, fw := range frameworks() {
+		if why := fw.missing(); why != "" {
+			logf("framework: %s skipped: %s", fw.name, why)
+			continue
+		}
 		runtime := filepath.Join(l.tmp, fw.key+"-runtime")
-		env := map[string]string{"LARAVEL_RUNTIME_DIR": runtime}
-		envList := []string{"LARAVEL_RUNTIME_DIR=" + runtime}
+		env := map[string]string{"LARAVEL_RUNTIME_DIR": runtime, "VAR_DIR": runtime}
+		envList := []string{"LARAVEL_RUNTIME_DIR=" + runtime, "VAR_DIR=" + runtime}
 		if fw.prepare != "" {
 			if out, err := l.php(envList, fw.prepare); err != nil {
 				return nil, fmt.Errorf("%s: %w\n%s", fw.prepare, err, out)
 			}
 		}
-		preload, err := l.writePreload(fw.key, envList)
+		preload, err := l.writePreload(fw, envList)
 		if err != nil {
 			return nil, err
 		}
-		docroot := "bench/apps/" + fw.key + "/public"
+		docroot := fw.appDir() + "/public"
 		servers, err := l.startAll(
 			func() (*server, error) {
+				switch fw.key {
+				case "laravel":
+					// What a user runs: peregrine serve --laravel, each request in the sandbox
+					// that puts the application back as it was after boot (docs/frameworks.md).
+					return l.startPeregrineWith(sysPeregr, peregrineOptions{script: "php/bin/laravel-worker.php",
+						args: []string{l.abs("bench/apps/laravel")}, root: docroot, workers: p.fwWorkers, env: env})
+				case "symfony":
+					// What peregrine serve --symfony DIR sets up (cmd/peregrine/frameworks.go): the
+					// app's own public/index.php through symfony/runtime with Peregrine's runtime,
+					// the kernel reset between requests, in DIR, on the native runtime.
+					return l.startPeregrineWith(sysPeregr, peregrineOptions{script: "php/bin/symfony-worker.php",
+						args: []string{l.abs(fw.appDir())}, dir: fw.appDir(), root: docroot, runtime: "native",
+						workers: p.fwWorkers, env: env, path: fw.path})
+				}
 				return l.startPeregrine(sysPeregr, "bench/apps/"+fw.key+"/worker.php", p.fwWorkers, env)
 			},
 			func() (*server, error) {
-				return l.startFPM(sysFPM, fpmOptions{docroot: docroot, workers: p.fwWorkers, backlog: fpmBacklog, env: env})
+				return l.startFPM(sysFPM, fpmOptions{docroot: docroot, workers: p.fwWorkers, backlog: fpmBacklog, env: env, path: fw.path})
 			},
 			func() (*server, error) {
-				return l.startFPM(sysPreload, fpmOptions{docroot: docroot, workers: p.fwWorkers, backlog: fpmBacklog, env: env, preload: preload})
+				return l.startFPM(sysPreload, fpmOptions{docroot: docroot, workers: p.fwWorkers, backlog: fpmBacklog, env: env, preload: preload, path: fw.path})
 			},
 		)
 		if err != nil {
 			return nil, err
+		}
+		for _, s := range servers {
+			if body, err := l.get(s.url); err != nil || body != "Hello, world!" {
+				l.stopAllServers(servers)
+				return nil, fmt.Errorf("%s on %s: GET %s answered %.200q (%v), not \"Hello, world!\"", s.name, fw.name, s.url, body, err)
+			}
 		}
 		logf("%s hello, %d workers, wrk -t%d -c%d -d%s", fw.name, p.fwWorkers, wrkThreads, p.helloConns, p.fwDur)
 		c := newComparison(p.runs, p.fwWorkers, p.helloConns, fmt.Sprintf("wrk -t%d -c%d -d%s (keep-alive)", wrkThreads, p.helloConns, p.fwDur))
@@ -300,10 +364,25 @@ func (l *lab) frameworkScenario(p plan) ([]*comparison, error) {
 	return out, nil
 }
 
+// missing says why the framework's packages or app are not there, or "".
+func (fw framework) missing() string {
+	if fw.key != "symfony" {
+		return ""
+	}
+	for _, f := range []string{"/usr/share/php/Symfony/Bundle/FrameworkBundle/autoload.php", "/usr/share/php/Symfony/Bundle/SecurityBundle/autoload.php",
+		"/usr/share/php/Symfony/Component/Runtime/autoload.php", "/usr/share/php/Symfony/Component/Dotenv/autoload.php"} {
+		if _, err := os.Stat(f); err != nil {
+			return f + " not found (bench/setup.sh installs Debian's php-symfony-* packages)"
+		}
+	}
+	return ""
+}
+
 // writePreload writes an opcache.preload script that requires every library file one request of
 // the app loads (listed by bench/apps/preload-list.php), in the order it loads them.
-func (l *lab) writePreload(app string, env []string) (string, error) {
-	list, err := l.php(env, "bench/apps/preload-list.php", "bench/apps/"+app+"/public/index.php")
+func (l *lab) writePreload(fw framework, env []string) (string, error) {
+	app := fw.key
+	list, err := l.php(env, "bench/apps/preload-list.php", fw.appDir()+"/public/index.php", urlPath(fw.path))
 	if err != nil {
 		return "", fmt.Errorf("preload list of %s: %w\n%s", app, err, list)
 	}
@@ -384,9 +463,18 @@ func (l *lab) memoryScenario(p plan) ([][]memRun, error) {
 			func() (*server, error) {
 				return l.startFPM(sysFPM, fpmOptions{docroot: "bench/apps/hello", workers: w, backlog: fpmBacklog})
 			},
-			// The same worker without php.ini and the extensions Debian enables in it: OPcache only.
+			// The same worker on the cli runtime (plain php), and without php.ini and the extensions
+			// Debian enables in it: OPcache only.
 			func() (*server, error) {
-				return l.startPeregrine(sysLean, "bench/apps/hello/raw.php", w, nil, "-n", "-d", "zend_extension=opcache.so")
+				return l.startPeregrineWith(sysCLIMem, peregrineOptions{script: "bench/apps/hello/raw.php", runtime: "cli", workers: w})
+			},
+			func() (*server, error) {
+				return l.startPeregrineWith(sysLean, peregrineOptions{script: "bench/apps/hello/raw.php", runtime: "cli", workers: w,
+					phpArgs: []string{"-n", "-d", "zend_extension=opcache.so"}})
+			},
+			// Classic mode: peregrine-php without a script, each request a PHP request (hello/index.php).
+			func() (*server, error) {
+				return l.startPeregrineWith(sysClassic, peregrineOptions{root: "bench/apps/hello", workers: w, phpIni: classicIni})
 			},
 		}
 		for run := 0; run < p.runs; run++ {
@@ -428,4 +516,105 @@ func contains(xs []int, x int) bool {
 		}
 	}
 	return false
+}
+
+// classicScenario: classic mode (each request a fresh PHP request on the native runtime, as
+// under PHP-FPM) against nginx + PHP-FPM on hello world and on WordPress's front page, and worker
+// mode on the native runtime against the cli runtime on hello world (raw mode). OPcache is on
+// everywhere, without timestamp checks for the classic servers.
+func (l *lab) classicScenario(p plan) ([]*comparison, error) {
+	w := p.classicWorkers
+	loadOf := func(conns int) string {
+		return fmt.Sprintf("wrk -t%d -c%d -d%s (keep-alive)", wrkThreads, conns, p.classicDur)
+	}
+	load := loadOf(p.helloConns)
+	// Every run starts with nothing queued from the warm-up or the run before: requests whose
+	// client went away are still run by PHP-FPM (nginx has passed them on), while Peregrine drops
+	// those that had not reached PHP. With WordPress's tens of milliseconds per request, 50
+	// abandoned requests would be seconds of FPM's next run.
+	measureAt := func(c *comparison, servers []*server, conns int, settled time.Duration) error {
+		return l.compare(c, servers, func(s *server) error {
+			if _, err := runWrk(l.ctx, s.url, conns, p.warmup); err != nil {
+				return err
+			}
+			l.drain(s, settled)
+			return l.ctx.Err()
+		}, func(s *server) (result, error) {
+			return runWrk(l.ctx, s.url, conns, p.classicDur)
+		})
+	}
+	measure := func(c *comparison, servers []*server) error {
+		return measureAt(c, servers, p.helloConns, 50*time.Millisecond)
+	}
+	var out []*comparison
+	cells := []struct {
+		app    string
+		starts []func() (*server, error)
+	}{
+		{"hello world (index.php)", []func() (*server, error){
+			func() (*server, error) {
+				return l.startPeregrineWith(sysClassic, peregrineOptions{root: "bench/apps/hello", workers: w, phpIni: classicIni})
+			},
+			func() (*server, error) {
+				return l.startFPM(sysFPM, fpmOptions{docroot: "bench/apps/hello", workers: w, backlog: fpmBacklog})
+			},
+		}},
+		{"hello world, worker mode (raw.php)", []func() (*server, error){
+			func() (*server, error) {
+				return l.startPeregrineWith(sysNative, peregrineOptions{script: "bench/apps/hello/raw.php", runtime: "native", workers: w})
+			},
+			func() (*server, error) {
+				return l.startPeregrineWith(sysCLI, peregrineOptions{script: "bench/apps/hello/raw.php", runtime: "cli", workers: w})
+			},
+		}},
+	}
+	for _, cell := range cells {
+		logf("classic: %s, %d workers, %s", cell.app, w, load)
+		servers, err := l.startAll(cell.starts...)
+		if err != nil {
+			return nil, err
+		}
+		c := newComparison(p.runs, w, p.helloConns, load)
+		c.app = cell.app
+		err = measure(c, servers)
+		l.stopAllServers(servers)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+
+	if why := wordpressMissing(); why != "" {
+		logf("classic: WordPress front page skipped: %s", why)
+		return out, nil
+	}
+	site, err := l.prepareWordPress()
+	if err != nil {
+		return nil, err
+	}
+	defer site.drop()
+	app := "WordPress " + site.version + " front page"
+	// Two connections per worker keep every worker busy with one request waiting; more would
+	// only lengthen the queue (a front page takes tens of milliseconds).
+	wpConns := 2 * w
+	logf("classic: %s, %d workers, %s", app, w, loadOf(wpConns))
+	servers, err := l.startAll(
+		func() (*server, error) {
+			return l.startPeregrineWith(sysClassic, peregrineOptions{root: site.dir, workers: w, phpIni: classicIni})
+		},
+		func() (*server, error) {
+			return l.startFPM(sysFPM, fpmOptions{docroot: site.dir, workers: w, backlog: fpmBacklog, tryFiles: true})
+		},
+	)
+	if err != nil {
+		return nil, err
+	}
+	c := newComparison(p.runs, w, wpConns, loadOf(wpConns))
+	c.app = app
+	err = measureAt(c, servers, wpConns, time.Second)
+	l.stopAllServers(servers)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, c), nil
 }

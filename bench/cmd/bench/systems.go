@@ -2,9 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -31,6 +39,10 @@ type lab struct {
 
 	mu   sync.Mutex
 	live map[*proc]struct{}
+
+	// The self-signed certificate the HTTPS servers share (tlsFiles), and a pool that trusts it.
+	certFile, keyFile string
+	certPool          *x509.CertPool
 }
 
 func newLab(ctx context.Context, root, tmp, peregrine string) *lab {
@@ -175,7 +187,7 @@ func (l *lab) name(prefix string) string {
 // waitReady polls the server's URL until it answers 200 with a body, or fails when one of its
 // processes exits or 30 s pass.
 func (l *lab) waitReady(s *server) error {
-	client := &http.Client{Timeout: 2 * time.Second}
+	client := l.client(2 * time.Second)
 	deadline := time.Now().Add(30 * time.Second)
 	var last error
 	for time.Now().Before(deadline) {
@@ -221,11 +233,40 @@ func tail(path string) string {
 	return string(b)
 }
 
-func (l *lab) abs(rel string) string { return filepath.Join(l.root, rel) }
+// abs returns a path under the repository root for a relative path, and an absolute one as is.
+func (l *lab) abs(rel string) string {
+	if filepath.IsAbs(rel) {
+		return rel
+	}
+	return filepath.Join(l.root, rel)
+}
 
 // startPeregrine serves script with the peregrine binary and a config file in the lab's
-// temporary directory; phpArgs go before the script in workers.command.
+// temporary directory, on the default runtime; phpArgs go before the script in workers.command.
 func (l *lab) startPeregrine(label, script string, workers int, env map[string]string, phpArgs ...string) (*server, error) {
+	return l.startPeregrineWith(label, peregrineOptions{script: script, workers: workers, env: env, phpArgs: phpArgs})
+}
+
+// peregrineOptions configure a Peregrine server.
+type peregrineOptions struct {
+	script  string   // the worker script; empty for classic mode
+	args    []string // after the script in workers.command
+	root    string   // http.root: the document root (classic mode when script is empty)
+	runtime string   // workers.runtime: native or cli; empty for the default (native)
+	workers int
+	env     map[string]string
+	phpArgs []string          // before the script in workers.command (cli runtime)
+	phpIni  map[string]string // workers.php_ini
+	dir     string            // workers.dir; the repository root when empty
+	path    string            // the path measured (and checked at start), "/" when empty
+	tls     bool              // HTTPS (and HTTP/2 by ALPN) with the lab's certificate: http.tls.cert/key
+}
+
+// classicIni is the OPcache setup PHP-FPM gets (fpmIni), for Peregrine's classic mode: there too
+// every request includes the app's files again, so timestamp checks would cost the same stat calls.
+var classicIni = map[string]string{"opcache.enable": "1", "opcache.validate_timestamps": "0", "opcache.memory_consumption": "128"}
+
+func (l *lab) startPeregrineWith(label string, o peregrineOptions) (*server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -233,15 +274,44 @@ func (l *lab) startPeregrine(label, script string, workers int, env map[string]s
 	id := l.name("peregrine")
 	var b strings.Builder
 	fmt.Fprintf(&b, "http:\n  address: 127.0.0.1:%d\n", port)
-	command := []string{"php"}
-	for _, a := range append(phpArgs, l.abs(script)) {
-		command = append(command, strconv.Quote(a))
+	if o.root != "" {
+		fmt.Fprintf(&b, "  root: %q\n", l.abs(o.root))
 	}
-	fmt.Fprintf(&b, "workers:\n  command: [%s]\n  dir: %q\n  count: %d\n", strings.Join(command, ", "), l.root, workers)
-	if len(env) > 0 {
+	scheme := "http"
+	if o.tls {
+		cert, key, err := l.tlsFiles()
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&b, "  tls:\n    cert: %q\n    key: %q\n", cert, key)
+		scheme = "https"
+	}
+	b.WriteString("workers:\n")
+	if o.script != "" {
+		command := []string{"php"}
+		for _, a := range append(append(o.phpArgs, l.abs(o.script)), o.args...) {
+			command = append(command, strconv.Quote(a))
+		}
+		dir := l.root
+		if o.dir != "" {
+			dir = l.abs(o.dir)
+		}
+		fmt.Fprintf(&b, "  command: [%s]\n  dir: %q\n", strings.Join(command, ", "), dir)
+	}
+	if o.runtime != "" {
+		fmt.Fprintf(&b, "  runtime: %s\n", o.runtime)
+	}
+	fmt.Fprintf(&b, "  count: %d\n", o.workers)
+	if len(o.env) > 0 {
 		b.WriteString("  env:\n")
-		for _, k := range sortedKeys(env) {
-			fmt.Fprintf(&b, "    %s: %q\n", k, env[k])
+		for _, k := range sortedKeys(o.env) {
+			fmt.Fprintf(&b, "    %s: %q\n", k, o.env[k])
+		}
+	}
+	if len(o.phpIni) > 0 {
+		b.WriteString("  php_ini:\n")
+		for _, k := range sortedKeys(o.phpIni) {
+			fmt.Fprintf(&b, "    %s: %q\n", k, o.phpIni[k])
 		}
 	}
 	b.WriteString("log:\n  level: warn\n")
@@ -253,8 +323,15 @@ func (l *lab) startPeregrine(label, script string, workers int, env map[string]s
 	if err != nil {
 		return nil, err
 	}
-	s := &server{name: label, url: fmt.Sprintf("http://127.0.0.1:%d/", port), procs: []*proc{p}}
+	s := &server{name: label, url: fmt.Sprintf("%s://127.0.0.1:%d%s", scheme, port, urlPath(o.path)), procs: []*proc{p}}
 	return s, l.ready(s)
+}
+
+func urlPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	return p
 }
 
 // fpmOptions configure nginx + PHP-FPM.
@@ -264,6 +341,13 @@ type fpmOptions struct {
 	backlog int    // listen.backlog of the pool (and of nginx's listening socket)
 	preload string // an opcache.preload script, or ""
 	env     map[string]string
+	// tryFiles routes as a site for an application with a front controller is set up (WordPress):
+	// files served by nginx, `try_files $uri $uri/ /index.php?$query_string`, .php files to the
+	// pool through Debian's snippets/fastcgi-php.conf. Without it every request goes to index.php.
+	tryFiles bool
+	path     string // the path measured (and checked at start), "/" when empty
+	tls      bool   // nginx listens with `ssl http2` and the lab's certificate (nginxTLS)
+	gzip     bool   // nginx compresses text/html (gzip_comp_level 5, as Peregrine's gzip)
 }
 
 // startFPM runs php-fpm8.2 (pm = static, OPcache on) behind nginx, both in the foreground, from
@@ -310,20 +394,26 @@ func (l *lab) startFPM(label string, o fpmOptions) (*server, error) {
 	}
 
 	var n strings.Builder
-	if root {
-		n.WriteString("user root;\n")
+	if err := l.nginxHead(&n, dir, port, o.backlog, o.tls); err != nil {
+		return nil, err
 	}
-	fmt.Fprintf(&n, "worker_processes auto;\nworker_rlimit_nofile 20000;\npid %s;\nerror_log %s warn;\n",
-		filepath.Join(dir, "nginx.pid"), filepath.Join(dir, "nginx-error.log"))
-	n.WriteString("events { worker_connections 8192; }\n")
-	n.WriteString("http {\n  access_log off;\n  keepalive_requests 1000000;\n  keepalive_timeout 65;\n")
-	for _, t := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
-		fmt.Fprintf(&n, "  %s_temp_path %s;\n", t, filepath.Join(dir, "nginx-"+t))
+	fmt.Fprintf(&n, "    root %s;\n", docroot)
+	if o.gzip {
+		n.WriteString("    gzip on;\n    gzip_comp_level 5;\n    gzip_types text/html;\n")
 	}
-	fmt.Fprintf(&n, "  server {\n    listen 127.0.0.1:%d backlog=%d;\n    root %s;\n", port, o.backlog, docroot)
-	n.WriteString("    location / {\n      include /etc/nginx/fastcgi_params;\n")
-	fmt.Fprintf(&n, "      fastcgi_param SCRIPT_FILENAME %s;\n      fastcgi_param SCRIPT_NAME /index.php;\n",
-		filepath.Join(docroot, "index.php"))
+	if o.tryFiles {
+		// The snippet includes fastcgi.conf relative to the configuration's directory.
+		if b, err := os.ReadFile("/etc/nginx/fastcgi.conf"); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, "fastcgi.conf"), b, 0o644)
+		}
+		n.WriteString("    include /etc/nginx/mime.types;\n    index index.php index.html;\n")
+		n.WriteString("    location / { try_files $uri $uri/ /index.php?$query_string; }\n")
+		n.WriteString("    location ~ [^/]\\.php(/|$) {\n      include /etc/nginx/snippets/fastcgi-php.conf;\n")
+	} else {
+		n.WriteString("    location / {\n      include /etc/nginx/fastcgi_params;\n")
+		fmt.Fprintf(&n, "      fastcgi_param SCRIPT_FILENAME %s;\n      fastcgi_param SCRIPT_NAME /index.php;\n",
+			filepath.Join(docroot, "index.php"))
+	}
 	fmt.Fprintf(&n, "      fastcgi_pass unix:%s;\n    }\n  }\n}\n", sock)
 	nginxConf := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(nginxConf, []byte(n.String()), 0o644); err != nil {
@@ -342,8 +432,141 @@ func (l *lab) startFPM(label string, o fpmOptions) (*server, error) {
 		l.terminate(fpm)
 		return nil, err
 	}
-	s := &server{name: label, url: fmt.Sprintf("http://127.0.0.1:%d/", port), procs: []*proc{ngx, fpm}}
+	s := &server{name: label, url: fmt.Sprintf("%s://127.0.0.1:%d%s", schemeOf(o.tls), port, urlPath(o.path)), procs: []*proc{ngx, fpm}}
 	return s, l.ready(s)
+}
+
+func schemeOf(useTLS bool) string {
+	if useTLS {
+		return "https"
+	}
+	return "http"
+}
+
+// nginxHead writes the start of an nginx configuration up to the server block's listen
+// directives (and TLS settings), for a server whose pid file, logs and temporary files go to dir.
+func (l *lab) nginxHead(n *strings.Builder, dir string, port, backlog int, useTLS bool) error {
+	if os.Geteuid() == 0 {
+		n.WriteString("user root;\n")
+	}
+	fmt.Fprintf(n, "worker_processes auto;\nworker_rlimit_nofile 20000;\npid %s;\nerror_log %s warn;\n",
+		filepath.Join(dir, "nginx.pid"), filepath.Join(dir, "nginx-error.log"))
+	n.WriteString("events { worker_connections 8192; }\n")
+	n.WriteString("http {\n  access_log off;\n  keepalive_requests 1000000;\n  keepalive_timeout 65;\n")
+	for _, t := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
+		fmt.Fprintf(n, "  %s_temp_path %s;\n", t, filepath.Join(dir, "nginx-"+t))
+	}
+	if !useTLS {
+		fmt.Fprintf(n, "  server {\n    listen 127.0.0.1:%d backlog=%d;\n", port, backlog)
+		return nil
+	}
+	cert, key, err := l.tlsFiles()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(n, "  server {\n    listen 127.0.0.1:%d ssl http2 backlog=%d;\n", port, backlog)
+	fmt.Fprintf(n, "    ssl_certificate %s;\n    ssl_certificate_key %s;\n%s", cert, key, nginxTLS)
+	return nil
+}
+
+// nginxTLS gives nginx the TLS settings Peregrine has from Go's crypto/tls defaults: TLS 1.2
+// and 1.3; for 1.3 AES-128-GCM first, chosen by the server (Go's order on a CPU with AES
+// instructions), for 1.2 Go's ECDHE-ECDSA suites; X25519 first, then P-256 and P-384 (Go also
+// offers X25519MLKEM768, which OpenSSL 3.0's clients do not); session tickets on both sides.
+const nginxTLS = `    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_prefer_server_ciphers on;
+    ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256;
+    ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305;
+    ssl_ecdh_curve X25519:prime256v1:secp384r1;
+    ssl_session_tickets on;
+`
+
+// startNginxStatic runs nginx alone, serving the files under root itself (sendfile on): the
+// reference for Peregrine's static files.
+func (l *lab) startNginxStatic(label, root, path string) (*server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	id := l.name("nginx")
+	dir := filepath.Join(l.tmp, id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var n strings.Builder
+	if err := l.nginxHead(&n, dir, port, fpmBacklog, false); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(&n, "    root %s;\n    include /etc/nginx/mime.types;\n    sendfile on;\n    tcp_nopush on;\n", l.abs(root))
+	n.WriteString("    location / { }\n  }\n}\n")
+	conf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(conf, []byte(n.String()), 0o644); err != nil {
+		return nil, err
+	}
+	ngx, err := l.start("nginx", id, nil, syscall.SIGQUIT,
+		"nginx", "-p", dir, "-e", filepath.Join(dir, "nginx-error.log"), "-c", conf, "-g", "daemon off;")
+	if err != nil {
+		return nil, err
+	}
+	s := &server{name: label, url: fmt.Sprintf("http://127.0.0.1:%d%s", port, urlPath(path)), procs: []*proc{ngx}}
+	return s, l.ready(s)
+}
+
+// tlsFiles writes, once, a self-signed ECDSA P-256 certificate for 127.0.0.1 and localhost and
+// its key into the lab's temporary directory, for every HTTPS server of the run.
+func (l *lab) tlsFiles() (cert, key string, err error) {
+	if l.certFile != "" {
+		return l.certFile, l.keyFile, nil
+	}
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+		Subject:               pkix.Name{CommonName: "peregrine-bench"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		DNSNames:              []string{"localhost"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	if err != nil {
+		return "", "", err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return "", "", err
+	}
+	parsed, err := x509.ParseCertificate(der)
+	if err != nil {
+		return "", "", err
+	}
+	cert, key = filepath.Join(l.tmp, "bench-cert.pem"), filepath.Join(l.tmp, "bench-key.pem")
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return "", "", err
+	}
+	l.certPool = x509.NewCertPool()
+	l.certPool.AddCert(parsed)
+	l.certFile, l.keyFile = cert, key
+	return cert, key, nil
+}
+
+// client is an HTTP client that trusts the lab's certificate (HTTP/2 over TLS by ALPN), and
+// never asks for compression by itself.
+func (l *lab) client(timeout time.Duration) *http.Client {
+	t := &http.Transport{DisableCompression: true, ForceAttemptHTTP2: true}
+	if l.certPool != nil {
+		t.TLSClientConfig = &tls.Config{RootCAs: l.certPool}
+	}
+	return &http.Client{Timeout: timeout, Transport: t}
 }
 
 // fpmIni is PHP-FPM's production OPcache setup: on, no timestamp checks, and the preload script.
@@ -410,7 +633,7 @@ func (l *lab) ready(s *server) error {
 // drain waits until the server answers a lone request within limit: what the last load run left
 // queued is done, so every run starts from an empty queue.
 func (l *lab) drain(s *server, limit time.Duration) {
-	client := &http.Client{Timeout: 90 * time.Second}
+	client := l.client(90 * time.Second)
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) && l.ctx.Err() == nil {
 		t := time.Now()
