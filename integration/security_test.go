@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -522,5 +523,50 @@ func TestSecurityUploadOfAKilledDaemonIsSweptAtRestart(t *testing.T) {
 	startServer(t, yaml)
 	if _, err := os.Stat(filepath.Dir(partial[0])); !os.IsNotExist(err) {
 		t.Errorf("the killed daemon's upload directory %s survived a restart: %v", filepath.Dir(partial[0]), err)
+	}
+}
+
+// The environment PHP code sees: the server's by default, only PATH, PEREGRINE_* and
+// workers.env under workers.clear_env (PHP-FPM's clear_env), in getenv() and in $_SERVER.
+func TestSecurityClearEnv(t *testing.T) {
+	t.Parallel()
+	var inherited []string // the variables of this process that clear_env must hide
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if name != "PATH" && !strings.HasPrefix(name, "PEREGRINE_") {
+			inherited = append(inherited, name)
+		}
+	}
+	if len(inherited) == 0 {
+		t.Fatal("this test process has no variable but PATH and PEREGRINE_*: nothing to hide")
+	}
+	script := securityWorker(t, "globals", `
+		$server = array_filter($_SERVER, static fn ($v, $k) => !str_starts_with((string) $k, 'HTTP_') && !str_starts_with((string) $k, 'REQUEST_'), ARRAY_FILTER_USE_BOTH);
+		echo json_encode(['getenv' => array_keys(getenv()), 'server' => array_keys($server), 'configured' => getenv('CONFIGURED')]);`)
+	for _, clear := range []bool{false, true} {
+		t.Run(fmt.Sprintf("clear_env %v", clear), func(t *testing.T) {
+			s := startServer(t, fmt.Sprintf("workers:\n  command: php %s\n  runtime: native\n  count: 1\n  clear_env: %v\n  env:\n    CONFIGURED: yes\n", script, clear))
+			r := get(t, s.URL+"/")
+			var seen struct {
+				Getenv, Server []string
+				Configured     string
+			}
+			if err := json.Unmarshal(r.Body, &seen); r.Status != 200 || err != nil {
+				t.Fatalf("status %d, %v: %s", r.Status, err, r.Body)
+			}
+			if seen.Configured != "yes" {
+				t.Errorf("workers.env: getenv('CONFIGURED') = %q", seen.Configured)
+			}
+			for _, name := range inherited {
+				for where, names := range map[string][]string{"getenv()": seen.Getenv, "$_SERVER": seen.Server} {
+					if slices.Contains(names, name) == clear {
+						t.Errorf("%s: %s present = %v, want %v", where, name, clear, !clear)
+					}
+				}
+			}
+			if !slices.Contains(seen.Getenv, "PATH") {
+				t.Errorf("getenv() lacks PATH: %v", seen.Getenv)
+			}
+		})
 	}
 }

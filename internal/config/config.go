@@ -203,6 +203,12 @@ type Workers struct {
 	// overrides the inherited value. Default none.
 	Env map[string]string `yaml:"env"`
 
+	// ClearEnv starts the workers with an environment that holds only PATH, workers.env and
+	// PEREGRINE_* variables, as PHP-FPM's clear_env = yes does, instead of the
+	// server's whole environment. Default false: workers inherit it, as RoadRunner's and
+	// FrankenPHP's do, so applications configured by environment keep working.
+	ClearEnv bool `yaml:"clear_env"`
+
 	// PHPIni holds php.ini settings passed as -d name=value when the command runs php. The file's
 	// entries are added to the defaults, so OPcache stays on unless opcache.enable_cli is set
 	// here; PHPIniArgs lists them in a stable order. Default opcache.enable_cli: "1" and

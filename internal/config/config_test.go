@@ -137,6 +137,7 @@ func TestFull(t *testing.T) {
 				"DATABASE_URL": "mysql://app@db/app?charset=utf8mb4",
 				"EMPTY":        "",
 			},
+			ClearEnv: true,
 			PHPIni: map[string]string{
 				"memory_limit":       "256M",
 				"opcache.preload":    "/srv/app/preload.php",
@@ -344,6 +345,7 @@ workers:
   dir: .
   count: 0
   env: {}
+  clear_env: false
   php_ini:
     memory_limit: 128M
     opcache.enable_cli: "1"

@@ -67,6 +67,7 @@ func schema(c *Config) []section {
 			stringKey("dir", &w.Dir),
 			intKey("count", &w.Count),
 			mapKey("env", &w.Env),
+			boolKey("clear_env", &w.ClearEnv),
 			mapKey("php_ini", &w.PHPIni),
 			intKey("max_jobs", &w.MaxJobs),
 			sizeKey("max_memory", &w.MaxMemory),

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -266,10 +267,16 @@ func workerArgv(cfg config.Config) ([]string, bool, error) {
 	return argv, false, err
 }
 
-// workerEnv is the environment every worker starts with: the server's own, the protocol marker,
-// and workers.env on top.
+// workerEnv is the environment every worker starts with: the server's own (only its PATH and
+// PEREGRINE_* variables under workers.clear_env), the protocol marker, and workers.env on top.
 func workerEnv(cfg config.Config) []string {
-	env := append(os.Environ(), "PEREGRINE_PROTOCOL=2")
+	env := os.Environ()
+	if cfg.Workers.ClearEnv {
+		env = slices.DeleteFunc(env, func(kv string) bool {
+			return !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "PEREGRINE_")
+		})
+	}
+	env = append(env, "PEREGRINE_PROTOCOL=2")
 	if cfg.HTTP.ServerName != "" {
 		env = append(env, "PEREGRINE_SERVER_NAME="+cfg.HTTP.ServerName)
 	}
