@@ -26,9 +26,10 @@ type Limits struct {
 	// a request may carry; more get 431. Default 1000, PHP's max_input_vars (http.max_cookies).
 	MaxCookies int
 
-	// MaxInputVars is the largest number of fields in the query string, and in a form body for
-	// the handler's tooManyFields check; more get 400. PHP would drop the extra ones at its own
-	// max_input_vars. Default 1000 (http.max_input_vars).
+	// MaxInputVars is the largest number of fields in the query string (more get 400; PHP would
+	// drop the extra ones at its own max_input_vars) and of parts in a multipart body the server
+	// parses for the cli runtime (more get 413). Form bodies are left to PHP, which keeps the
+	// first max_input_vars fields. Default 1000 (http.max_input_vars).
 	MaxInputVars int
 }
 
@@ -110,13 +111,6 @@ func checkRequest(r *http.Request, lim Limits) (status int, msg string) {
 		return http.StatusBadRequest, "more than " + strconv.Itoa(lim.MaxInputVars) + " query string fields (http.max_input_vars)"
 	}
 	return 0, ""
-}
-
-// tooManyFields reports whether an application/x-www-form-urlencoded body has more fields than
-// lim allows; the handler answers 400 then, like checkRequest for the query string.
-func tooManyFields(body []byte, lim Limits) bool {
-	lim = lim.withDefaults()
-	return countPairs(string(body), '&') > lim.MaxInputVars
 }
 
 // countPairs counts the non-empty items of s separated by sep, as PHP counts input variables.

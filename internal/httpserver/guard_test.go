@@ -72,15 +72,6 @@ func headerOf(names []string) http.Header {
 	return h
 }
 
-func TestTooManyFields(t *testing.T) {
-	if tooManyFields([]byte(strings.Repeat("a=1&", 1000)), Limits{}) {
-		t.Error("1000 fields refused")
-	}
-	if !tooManyFields([]byte(strings.Repeat("a=1&", 1001)), Limits{}) {
-		t.Error("1001 fields accepted")
-	}
-}
-
 func TestDropHeadersRemovesProxy(t *testing.T) {
 	h := http.Header{"Proxy": {"http://evil.example:3128"}, "Accept": {"*/*"}}
 	dropHeaders(h)

@@ -215,7 +215,7 @@ func (h *Handler) serve(w *countingWriter, r *http.Request) (pid int, bytesIn in
 	defer body.release(h)
 	var uploads *upload
 	if h.opts.ParseMultipart && isMultipart(r.Header.Get("Content-Type")) {
-		u, status, err := parseMultipart(r, h.opts.MaxBodySize, h.opts.TempDir)
+		u, status, err := parseMultipart(r, h.opts.MaxBodySize, h.opts.Limits.MaxInputVars, h.opts.TempDir)
 		defer u.cleanup()
 		if err != nil {
 			httpError(w, status, err.Error())

@@ -140,7 +140,7 @@ func TestParseMultipart(t *testing.T) {
 		_, _ = w.Write([]byte("content"))
 		_, _ = mw.CreateFormFile("empty", "")
 	})
-	u, status, err := parseMultipart(r, 0, dir)
+	u, status, err := parseMultipart(r, 0, 0, dir)
 	if err != nil {
 		t.Fatalf("%d %v", status, err)
 	}
@@ -159,20 +159,27 @@ func TestParseMultipart(t *testing.T) {
 	}
 }
 
-func TestParseMultipartRejects(t *testing.T) {
-	tests := []struct {
-		name   string
-		limit  int64
-		build  func(*multipart.Writer)
-		status int
-	}{
-		{"too many parts", 0, func(mw *multipart.Writer) {
-			for i := range maxParts + 1 {
+func TestParseMultipartParts(t *testing.T) {
+	fields := func(n int) func(*multipart.Writer) {
+		return func(mw *multipart.Writer) {
+			for i := range n {
 				_ = mw.WriteField(fmt.Sprint("f", i), "v")
 			}
-		}, http.StatusRequestEntityTooLarge},
-		{"NUL in a field name", 0, func(mw *multipart.Writer) { _ = mw.WriteField("a\x00b", "v") }, http.StatusBadRequest},
-		{"file over the body limit", 1000, func(mw *multipart.Writer) {
+		}
+	}
+	tests := []struct {
+		name     string
+		limit    int64
+		maxParts int // http.max_input_vars
+		build    func(*multipart.Writer)
+		status   int // 0: accepted
+	}{
+		{"the default cap", 0, 0, fields(defaultMaxParts), 0},
+		{"over the default cap", 0, 0, fields(defaultMaxParts + 1), http.StatusRequestEntityTooLarge},
+		{"a larger max_input_vars", 0, 3000, fields(2500), 0},
+		{"a smaller max_input_vars", 0, 10, fields(11), http.StatusRequestEntityTooLarge},
+		{"NUL in a field name", 0, 0, func(mw *multipart.Writer) { _ = mw.WriteField("a\x00b", "v") }, http.StatusBadRequest},
+		{"file over the body limit", 1000, 0, func(mw *multipart.Writer) {
 			w, _ := mw.CreateFormFile("f", "big.bin")
 			_, _ = w.Write(bytes.Repeat([]byte("x"), 5000))
 		}, http.StatusRequestEntityTooLarge},
@@ -180,10 +187,16 @@ func TestParseMultipartRejects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			u, status, err := parseMultipart(multipartRequest(t, tt.build), tt.limit, dir)
+			u, status, err := parseMultipart(multipartRequest(t, tt.build), tt.limit, tt.maxParts, dir)
 			u.cleanup()
+			if tt.status == 0 {
+				if err != nil {
+					t.Fatalf("refused: status %d err %v", status, err)
+				}
+				return
+			}
 			if err == nil || status != tt.status {
-				t.Fatalf("status %d err %v", status, err)
+				t.Fatalf("status %d err %v, want %d", status, err, tt.status)
 			}
 			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 				t.Errorf("a rejected upload left %d temporary files", len(entries))

@@ -13,8 +13,8 @@ import (
 	"github.com/peregrinephp/peregrine/internal/protocol"
 )
 
-// maxParts bounds the parts of one multipart body, like PHP's max_input_vars.
-const maxParts = 1000
+// defaultMaxParts bounds the parts of one multipart body when no max_input_vars is given.
+const defaultMaxParts = 1000
 
 func isMultipart(contentType string) bool {
 	if len(contentType) < len("multipart/form-data") {
@@ -48,9 +48,13 @@ const uploadNoFile = 4
 
 // parseMultipart streams a multipart/form-data body: fields become a url-encoded string with
 // literal brackets (for PHP's parse_str), files go to temporary files. It returns the upload
-// even on error, so the caller can clean up, and the status to answer with.
-func parseMultipart(r *http.Request, limit int64, dir string) (*upload, int, error) {
+// even on error, so the caller can clean up, and the status to answer with. A body of more than
+// maxParts parts (http.max_input_vars; 0 means 1000) is refused with 413.
+func parseMultipart(r *http.Request, limit int64, maxParts int, dir string) (*upload, int, error) {
 	u := &upload{}
+	if maxParts <= 0 {
+		maxParts = defaultMaxParts
+	}
 	if limit > 0 {
 		r.Body = http.MaxBytesReader(nil, r.Body, limit)
 	}

@@ -45,7 +45,7 @@ func TestParseMultipartIgnoresExtendedFilename(t *testing.T) {
 		"--x--\r\n"
 	r := httptest.NewRequest("POST", "/", strings.NewReader(body))
 	r.Header.Set("Content-Type", "multipart/form-data; boundary=x")
-	u, status, err := parseMultipart(r, 0, t.TempDir())
+	u, status, err := parseMultipart(r, 0, 0, t.TempDir())
 	t.Cleanup(u.cleanup)
 	if err != nil {
 		t.Fatalf("parseMultipart: %d %v", status, err)
