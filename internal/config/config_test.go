@@ -137,7 +137,8 @@ func TestFull(t *testing.T) {
 				"DATABASE_URL": "mysql://app@db/app?charset=utf8mb4",
 				"EMPTY":        "",
 			},
-			ClearEnv: true,
+			ClearEnv:   true,
+			DebugLeaks: true,
 			PHPIni: map[string]string{
 				"memory_limit":       "256M",
 				"opcache.preload":    "/srv/app/preload.php",
@@ -346,6 +347,7 @@ workers:
   count: 0
   env: {}
   clear_env: false
+  debug_leaks: false
   php_ini:
     memory_limit: 128M
     opcache.enable_cli: "1"

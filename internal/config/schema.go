@@ -68,6 +68,7 @@ func schema(c *Config) []section {
 			intKey("count", &w.Count),
 			mapKey("env", &w.Env),
 			boolKey("clear_env", &w.ClearEnv),
+			boolKey("debug_leaks", &w.DebugLeaks),
 			mapKey("php_ini", &w.PHPIni),
 			intKey("max_jobs", &w.MaxJobs),
 			sizeKey("max_memory", &w.MaxMemory),

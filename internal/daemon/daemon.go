@@ -283,6 +283,9 @@ func workerEnv(cfg config.Config) []string {
 	if cfg.Log.Level == "debug" {
 		env = append(env, "PEREGRINE_DEBUG=1")
 	}
+	if cfg.Workers.DebugLeaks {
+		env = append(env, "PEREGRINE_DEBUG_LEAKS=1")
+	}
 	for k, v := range cfg.Workers.Env {
 		env = append(env, k+"="+v)
 	}
