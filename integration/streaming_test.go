@@ -341,12 +341,10 @@ func TestNativeClassicStreamingHintsAndSendfile(t *testing.T) {
 	})
 }
 
-func TestSendfile(t *testing.T) {
-	t.Parallel()
-	root := t.TempDir()
-	outside := t.TempDir()
-	report := filepath.Join(root, ".private", "report.csv")
-	for name, content := range map[string]string{report: "a,b\n1,2\n", filepath.Join(outside, "secret.txt"): "secret"} {
+// writeFiles creates each file with its content, and the directories above it.
+func writeFiles(t *testing.T, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
 		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -354,6 +352,14 @@ func TestSendfile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func TestSendfile(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	outside := t.TempDir()
+	report := filepath.Join(root, ".private", "report.csv")
+	writeFiles(t, map[string]string{report: "a,b\n1,2\n", filepath.Join(outside, "secret.txt"): "secret"})
 	if err := os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(root, "leak.txt")); err != nil {
 		t.Fatal(err)
 	}
@@ -398,6 +404,28 @@ func TestSendfile(t *testing.T) {
 	// Each answer freed the worker before its file was sent: one worker served them all.
 	if r := get(t, s.URL+"/pid"); r.Status != 200 {
 		t.Fatal(r.Status)
+	}
+}
+
+// TestSendfileDirs: http.sendfile_dirs lets PHP send files kept outside the document root,
+// and only those, with or without a root.
+func TestSendfileDirs(t *testing.T) {
+	t.Parallel()
+	root, private, other := t.TempDir(), t.TempDir(), t.TempDir()
+	invoice := filepath.Join(private, "invoices", "42.pdf")
+	writeFiles(t, map[string]string{invoice: "%PDF-1.7 invoice 42", filepath.Join(other, "secret.txt"): "secret"})
+	for _, roots := range []string{"", "  root: " + root + "\n"} {
+		s := streamingServer(t, "cli", "", "http:\n"+roots+"  sendfile_dirs: ["+private+"]\n")
+		sendfile := func(file string) string { return s.URL + "/sendfile?file=" + url.QueryEscape(file) }
+		r := do(t, http.MethodGet, sendfile(invoice), nil, "Range", "bytes=0-7")
+		if r.Status != 206 || string(r.Body) != "%PDF-1.7" {
+			t.Fatalf("root %q: X-Sendfile from http.sendfile_dirs: %d %q", roots, r.Status, r.Body)
+		}
+		for _, file := range []string{filepath.Join(other, "secret.txt"), private + "/../" + filepath.Base(other) + "/secret.txt"} {
+			if r := get(t, sendfile(file)); r.Status != 500 || strings.Contains(string(r.Body), "secret") {
+				t.Fatalf("root %q: %s: %d %q, want it refused", roots, file, r.Status, r.Body)
+			}
+		}
 	}
 }
 

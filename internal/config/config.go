@@ -105,6 +105,13 @@ type HTTP struct {
 	// first index file of a directory, before index.html. Must end in .php. Default index.php.
 	Index string `yaml:"index"`
 
+	// SendfileDirs are directories, besides Root, whose files PHP may have the server send with
+	// X-Sendfile (an absolute path), as nginx's internal locations allow: private downloads kept
+	// outside the document root. Each must be an existing directory; a relative path is relative
+	// to the directory peregrine was started in. X-Accel-Redirect names a URI, which maps under
+	// Root only. Default none.
+	SendfileDirs []string `yaml:"sendfile_dirs"`
+
 	// Compression lists the content codings offered for compressible responses, PHP's and
 	// static ones, in the server's order of preference: zstd, br, gzip, or any of them. The
 	// client's Accept-Encoding chooses among them; responses of a compressible type (text,

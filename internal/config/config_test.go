@@ -114,6 +114,7 @@ func TestFull(t *testing.T) {
 			ServerName:        "www.example.com",
 			Root:              "testdata",
 			Index:             "app.php",
+			SendfileDirs:      []string{"testdata"},
 			Compression:       []string{"gzip"},
 			TrustedProxies:    []string{"10.0.0.0/8", "2001:db8::/32", "192.0.2.1"},
 			TLS: TLS{
@@ -325,6 +326,7 @@ func TestEffectiveYAMLLayout(t *testing.T) {
   write_timeout: 1m
   root: ""
   index: index.php
+  sendfile_dirs: []
   compression:
     - zstd
     - br

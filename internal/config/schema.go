@@ -46,6 +46,7 @@ func schema(c *Config) []section {
 			durationKey("write_timeout", &h.WriteTimeout),
 			stringKey("root", &h.Root),
 			stringKey("index", &h.Index),
+			listKey("sendfile_dirs", &h.SendfileDirs),
 			listKey("compression", &h.Compression),
 			listKey("trusted_proxies", &h.TrustedProxies),
 			groupKey("tls",

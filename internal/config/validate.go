@@ -83,6 +83,19 @@ func (c *Config) validate(requireCommand bool) []*Error {
 			add("http.trusted_proxies["+strconv.Itoa(i)+"]", "want a CIDR like 10.0.0.0/8 or an address like 10.0.0.1, got %q", p)
 		}
 	}
+	for i, dir := range h.SendfileDirs {
+		key := "http.sendfile_dirs[" + strconv.Itoa(i) + "]"
+		switch fi, err := os.Stat(dir); {
+		case dir == "":
+			add(key, "empty: give a directory whose files PHP may send with X-Sendfile")
+		case errors.Is(err, fs.ErrNotExist):
+			add(key, "%s does not exist: give an existing directory", dir)
+		case err != nil:
+			add(key, "%v", err)
+		case !fi.IsDir():
+			add(key, "%s is not a directory", dir)
+		}
+	}
 	if h.Root != "" {
 		switch fi, err := os.Stat(h.Root); {
 		case errors.Is(err, fs.ErrNotExist):

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -59,6 +60,14 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		if root, err = docroot.New(cfg.HTTP.Root, docroot.Options{Index: cfg.HTTP.Index, Encodings: cfg.HTTP.Compression}); err != nil {
 			return fmt.Errorf("http.root: %w", err)
 		}
+	}
+	sendfileDirs := make([]string, 0, len(cfg.HTTP.SendfileDirs))
+	for _, dir := range cfg.HTTP.SendfileDirs {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return fmt.Errorf("http.sendfile_dirs: %w", err)
+		}
+		sendfileDirs = append(sendfileDirs, abs)
 	}
 	if st, err := os.Stat(cfg.Workers.Dir); err != nil || !st.IsDir() {
 		return fmt.Errorf("workers.dir: %q is not a directory", cfg.Workers.Dir)
@@ -111,6 +120,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		MaxBodySize:    int64(cfg.HTTP.MaxBodySize),
 		ParseMultipart: !native, // the native runtime's PHP parses bodies itself, as under PHP-FPM
 		Root:           root,
+		SendfileDirs:   sendfileDirs,
 		Classic:        len(cfg.Workers.Command) == 0,
 		ServerName:     cfg.HTTP.ServerName,
 		WriteTimeout:   time.Duration(cfg.HTTP.WriteTimeout),

@@ -57,7 +57,8 @@ func (r *Root) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 // against the root nor against the dotfile and PHP source rules. A Content-Type already in w's
 // header (PHP's, for a download) is kept, as nginx keeps the upstream's; other headers already
 // set go out with the file. A file that does not exist, or is not a regular file, answers 404;
-// one that cannot be read, 403.
+// one that cannot be read, 403. A nil Root (a server without a document root sending a file from
+// http.sendfile_dirs) sends the file itself, without looking for precompressed siblings.
 func (r *Root) ServeFile(w http.ResponseWriter, req *http.Request, file string) {
 	ctype := w.Header().Get("Content-Type")
 	if ctype == "" {
@@ -79,7 +80,7 @@ func (r *Root) serveFile(w http.ResponseWriter, req *http.Request, t Target) {
 func (r *Root) sendFile(w http.ResponseWriter, req *http.Request, file, ctype string) {
 	h := w.Header()
 	var f *os.File
-	if len(r.encodings) > 0 && compress.Compressible(ctype) {
+	if r != nil && len(r.encodings) > 0 && compress.Compressible(ctype) {
 		var have [3]string
 		n := 0
 		bits := r.siblingsOf(file)

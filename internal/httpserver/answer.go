@@ -316,17 +316,15 @@ func sendfileHeader(fields []protocol.Field) protocol.Field {
 // an X-Accel-Redirect: the file with its validators, ranges and conditional requests
 // (docroot.ServeFile), whatever the request's method, with the status the file gives (200, 206,
 // 304, 404 ...) rather than PHP's, and PHP's other headers (Content-Type, Content-Disposition,
-// Cache-Control, Set-Cookie) kept. Only files under http.root are sent: a file elsewhere, or no
-// root at all, is the application's mistake, logged and answered with 500.
+// Cache-Control, Set-Cookie) kept. Only files under http.root or http.sendfile_dirs are sent: a
+// file elsewhere is the application's mistake, logged and answered with 500.
 func (a *answer) sendFile() {
-	root := a.h.opts.Root
-	if root == nil {
-		a.h.log.Error("PHP named a file to send, but http.root is not set: only files under the document root are sent",
-			"header", a.sendfile.Name, "file", a.sendfile.Value, "path", a.r.URL.Path)
-		httpError(a.w, http.StatusInternalServerError, "the PHP application named a file to send ("+a.sendfile.Name+") but the server has no http.root; see the server log")
-		return
+	root := a.h.opts.Root // nil: no root, and ServeFile looks for no precompressed sibling
+	rootDir := ""
+	if root != nil {
+		rootDir = root.Dir()
 	}
-	file, err := sendfilePath(root.Dir(), a.sendfile)
+	file, err := sendfilePath(rootDir, a.h.opts.SendfileDirs, a.sendfile)
 	if err != nil {
 		a.h.log.Error("PHP named a file the server does not send", "header", a.sendfile.Name, "file", a.sendfile.Value, "path", a.r.URL.Path, "err", err)
 		httpError(a.w, http.StatusInternalServerError, "the PHP application named a file the server may not send ("+a.sendfile.Name+"); see the server log")
@@ -347,20 +345,22 @@ func (a *answer) sendFile() {
 // errSendfileDenied is why sendfilePath refuses a file.
 var errSendfileDenied = errors.New("not allowed")
 
-// sendfilePath returns the file system path of the file h names, which must lie under dir, the
-// document root:
+// sendfilePath returns the file system path of the file h names, which must lie under root, the
+// document root ("" when there is none), or one of dirs (http.sendfile_dirs):
 //   - X-Accel-Redirect carries a URI (/downloads/report.pdf, percent-encoded, a query string
 //     ignored) that names the file at that path under the root, as nginx maps it to its root;
 //     a ".." segment or a NUL byte is refused, and symbolic links under the root are followed
 //     wherever they lead, as for static files;
-//   - X-Sendfile carries an absolute file system path, which must still be under the root once
-//     its symbolic links are resolved (a path that does not exist only needs to be under it as
-//     written: it answers 404).
-func sendfilePath(dir string, h protocol.Field) (string, error) {
+//   - X-Sendfile carries an absolute file system path, which must still be under the root or
+//     one of dirs once its symbolic links are resolved (a path that does not exist only needs
+//     to be under one as written: it answers 404).
+func sendfilePath(root string, dirs []string, h protocol.Field) (string, error) {
 	if h.Name == "X-Accel-Redirect" {
 		uri, _, _ := strings.Cut(h.Value, "?")
 		p, err := url.PathUnescape(uri)
 		switch {
+		case root == "":
+			return "", fmt.Errorf("%w: X-Accel-Redirect names a URI under http.root, which is not set (X-Sendfile takes a path under http.sendfile_dirs)", errSendfileDenied)
 		case err != nil:
 			return "", fmt.Errorf("%w: %q is not a valid URI: %v", errSendfileDenied, h.Value, err)
 		case !strings.HasPrefix(p, "/"):
@@ -368,7 +368,7 @@ func sendfilePath(dir string, h protocol.Field) (string, error) {
 		case strings.Contains(p, "\x00"), dotDot(p):
 			return "", fmt.Errorf("%w: %q contains a NUL byte or a .. segment", errSendfileDenied, h.Value)
 		}
-		return filepath.Join(dir, filepath.FromSlash(path.Clean(p))), nil
+		return filepath.Join(root, filepath.FromSlash(path.Clean(p))), nil
 	}
 	p := h.Value
 	switch {
@@ -378,25 +378,42 @@ func sendfilePath(dir string, h protocol.Field) (string, error) {
 		return "", fmt.Errorf("%w: %q contains a NUL byte", errSendfileDenied, p)
 	}
 	p = filepath.Clean(p)
-	realDir, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return "", fmt.Errorf("%w: the document root cannot be resolved: %v", errSendfileDenied, err)
+	allowed := dirs
+	if root != "" {
+		allowed = append([]string{root}, dirs...)
+	}
+	// Each allowed directory as configured and with its own links resolved.
+	var realDirs []string
+	for _, dir := range allowed {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			realDirs = append(realDirs, real)
+		}
 	}
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		// Nothing to resolve: the path as written decides, and the file's absence answers 404.
-		if !under(p, dir) && !under(p, realDir) {
-			return "", fmt.Errorf("%w: %s is not under http.root (%s)", errSendfileDenied, p, dir)
+		if !underAny(p, allowed) && !underAny(p, realDirs) {
+			return "", fmt.Errorf("%w: %s is not under http.root or http.sendfile_dirs (%s)", errSendfileDenied, p, strings.Join(allowed, ", "))
 		}
 		return p, nil
 	}
-	if !under(real, realDir) {
+	if !underAny(real, realDirs) {
 		if real != p {
-			return "", fmt.Errorf("%w: %s (%s once its links are resolved) is not under http.root (%s)", errSendfileDenied, h.Value, real, dir)
+			return "", fmt.Errorf("%w: %s (%s once its links are resolved) is not under http.root or http.sendfile_dirs (%s)", errSendfileDenied, h.Value, real, strings.Join(allowed, ", "))
 		}
-		return "", fmt.Errorf("%w: %s is not under http.root (%s)", errSendfileDenied, p, dir)
+		return "", fmt.Errorf("%w: %s is not under http.root or http.sendfile_dirs (%s)", errSendfileDenied, p, strings.Join(allowed, ", "))
 	}
 	return real, nil
+}
+
+// underAny reports whether the clean path p is one of dirs or lies below one.
+func underAny(p string, dirs []string) bool {
+	for _, dir := range dirs {
+		if under(p, dir) {
+			return true
+		}
+	}
+	return false
 }
 
 // under reports whether the clean path p is dir or lies below it.

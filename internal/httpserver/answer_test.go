@@ -114,16 +114,48 @@ func TestSendfilePath(t *testing.T) {
 		{"X-Accel-Redirect", "/%zz", ""},
 	}
 	for _, tt := range tests {
-		got, err := sendfilePath(dir, protocol.Field{Name: tt.header, Value: tt.value})
-		if tt.want == "" {
-			if !errors.Is(err, errSendfileDenied) {
-				t.Errorf("%s: %s: got %q, %v; want it refused", tt.header, tt.value, got, err)
-			}
-			continue
+		checkSendfilePath(t, dir, nil, tt.header, tt.value, tt.want)
+	}
+}
+
+// TestSendfilePathDirs: http.sendfile_dirs, with and without a root.
+func TestSendfilePathDirs(t *testing.T) {
+	_, dir, outside := sendfileRoot(t)
+	report := filepath.Join(dir, ".downloads", "report.pdf")
+	secret := filepath.Join(outside, "secret.txt")
+	tests := []struct {
+		root          string
+		header, value string
+		want          string // "" for refused
+	}{
+		{"", "X-Sendfile", secret, secret},
+		{"", "X-Sendfile", outside + "/missing", outside + "/missing"},
+		{"", "X-Sendfile", report, ""},                  // no root: the root's files are not allowed
+		{"", "X-Sendfile", outside + "/inside.pdf", ""}, // a link out of the allowed directory
+		{"", "X-Sendfile", outside + "/../public/.downloads/report.pdf", ""},
+		{"", "X-Accel-Redirect", "/secret.txt", ""}, // a URI needs a root
+		{dir, "X-Sendfile", secret, secret},
+		{dir, "X-Sendfile", report, report},
+		{dir, "X-Sendfile", outside + "/inside.pdf", report},
+		{dir, "X-Sendfile", dir + "/leak.txt", secret}, // a link from the root into an allowed directory
+		{dir, "X-Accel-Redirect", "/../private/secret.txt", ""},
+	}
+	for _, tt := range tests {
+		checkSendfilePath(t, tt.root, []string{outside}, tt.header, tt.value, tt.want)
+	}
+}
+
+func checkSendfilePath(t *testing.T, root string, dirs []string, header, value, want string) {
+	t.Helper()
+	got, err := sendfilePath(root, dirs, protocol.Field{Name: header, Value: value})
+	if want == "" {
+		if !errors.Is(err, errSendfileDenied) {
+			t.Errorf("root %q: %s: %s: got %q, %v; want it refused", root, header, value, got, err)
 		}
-		if err != nil || got != tt.want {
-			t.Errorf("%s: %s: got %q, %v; want %q", tt.header, tt.value, got, err, tt.want)
-		}
+		return
+	}
+	if err != nil || got != want {
+		t.Errorf("root %q: %s: %s: got %q, %v; want %q", root, header, value, got, err, want)
 	}
 }
 
@@ -203,11 +235,19 @@ func TestSendfileAnswers(t *testing.T) {
 			t.Fatalf("outside the root: %d %q", rec.Code, rec.Body)
 		}
 	}
-	if rec := serve(nil, "GET", php); rec.Code != 500 || !strings.Contains(rec.Body.String(), "http.root") {
+	if rec := serve(nil, "GET", php); rec.Code != 500 || strings.Contains(rec.Body.String(), "0123") {
 		t.Fatalf("without a root: %d %q", rec.Code, rec.Body)
 	}
+	// Without a root, from http.sendfile_dirs: sent, without looking for precompressed siblings.
+	h := NewHandler(frameRunner{{protocol.TypeResponse, 0, responsePayload(t, 200, "", "X-Sendfile", filepath.Join(outside, "secret.txt"))}},
+		Options{SendfileDirs: []string{outside}})
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/download", nil))
+	if rec.Code != 200 || rec.Body.String() != "secret" || rec.Header().Get("Content-Type") != "text/plain" {
+		t.Fatalf("from http.sendfile_dirs without a root: %d %q %v", rec.Code, rec.Body, rec.Header())
+	}
 	// A flush does not stream an answer that names a file: the file is the body.
-	h := NewHandler(frameRunner{
+	h = NewHandler(frameRunner{
 		{protocol.TypeResponse, protocol.FlagMore | protocol.FlagFlush, php},
 		{protocol.TypeBody, protocol.FlagFlush, []byte("more of PHP's body")},
 	}, Options{Root: root})

@@ -55,6 +55,9 @@ type Options struct {
 	// Root, if set, is the document root: its files are served by the server itself, and in
 	// classic mode it says which script runs (docroot.Root.Resolve).
 	Root *docroot.Root
+	// SendfileDirs are directories, absolute and clean, whose files PHP may name with
+	// X-Sendfile besides Root's (http.sendfile_dirs).
+	SendfileDirs []string
 	// Classic runs each request's own script under Root (classic mode) instead of handing every
 	// request that names no file to the worker script.
 	Classic bool
