@@ -82,11 +82,15 @@ func laravelApp(t *testing.T) string {
 }
 
 // serveFramework starts `peregrine serve --FLAG dir` with count workers; PROBE_DIR, returned,
-// is where the probes write what they saw. env adds "NAME: value" pairs to workers.env.
-func serveFramework(t *testing.T, flag, dir string, count int, env ...string) (*server, string) {
+// is where the probes write what they saw. Each of workers is one more key of the workers
+// section ("debug_leaks: true").
+func serveFramework(t *testing.T, flag, dir string, count int, workers ...string) (*server, string) {
 	t.Helper()
 	probes := t.TempDir()
-	yaml := fmt.Sprintf("workers:\n  runtime: native\n  count: %d\n  env: { PROBE_DIR: %s%s }\n", count, probes, strings.Join(append([]string{""}, env...), ", "))
+	yaml := fmt.Sprintf("workers:\n  runtime: native\n  count: %d\n  env: { PROBE_DIR: %s }\n", count, probes)
+	for _, key := range workers {
+		yaml += "  " + key + "\n"
+	}
 	s := launch(t, yaml, "--"+flag, dir)
 	select {
 	case <-s.done:
@@ -230,6 +234,13 @@ func TestLaravelStateDoesNotCarryOver(t *testing.T) {
 		{name: "database transaction left open, query log", set: "/probe/db/set?v=A", setWant: "1", reads: []string{"/probe/db/get"}},
 		{name: "exit() in the middle of a request", set: "/probe/exit/set?v=A", setWant: "bye", reads: []string{"/probe/config/get", "/probe/container/get"}},
 		{name: "exception after changing config and user", set: "/probe/throw/set?v=A", setState: 500, reads: []string{"/probe/config/get", "/probe/auth/get"}},
+		// Static state of Laravel's own and callbacks on the kept connection (Sandbox::STATICS).
+		{name: "Str::createUuidsUsing", set: "/probe/uuid/set", setWant: "00000000-0000-0000-0000-00000000000a", reads: []string{"/probe/uuid/get"}},
+		{name: "JsonResource::withoutWrapping", set: "/probe/resource/set", setWant: `{"a":1}`, reads: []string{"/probe/resource/get"}},
+		{name: "Paginator::currentPageResolver", set: "/probe/paginator/set?v=7", setWant: "7", reads: []string{"/probe/paginator/get"}},
+		{name: "TrimStrings::skipWhen", set: "/probe/trim/set", setWant: "skipping", reads: []string{"/probe/trim/get?s=%20x%20"}},
+		{name: "exit() inside Relation::noConstraints", set: "/probe/relation/exit", setWant: "bye", reads: []string{"/probe/relation/get"}},
+		{name: "a beforeExecuting callback on the database connection", set: "/probe/db/callback/set", setWant: "registered", reads: []string{"/probe/db/callback/get"}},
 	}
 	anonymous := newBrowser(s.URL)
 	baseline := map[string]string{}
@@ -689,18 +700,44 @@ func TestSymfonyUsersInterleaved(t *testing.T) {
 	interleaveUsers(t, s.URL, []string{"alice", "bob", "carol"}, 40, (*browser).symfonyLogin)
 }
 
-// PEREGRINE_DEBUG_LEAKS=1 names, after each request, the static state the sandbox cannot reset
+// workers.debug_leaks names, after each request, the static state the sandbox cannot reset
 // (here a static array of the app's own that a request filled) and what the sandbox did reset.
 func TestLaravelLeakReport(t *testing.T) {
 	t.Parallel()
 	requireLaravel(t)
-	s, _ := serveFramework(t, "laravel", laravelApp(t), 1, "PEREGRINE_DEBUG_LEAKS: 1")
+	s, _ := serveFramework(t, "laravel", laravelApp(t), 1, "debug_leaks: true")
 	must(t)(newBrowser(s.URL).get("/probe/config/get")) // first use of the classes
 	must(t)(newBrowser(s.URL).get("/probe/static/set?v=A"))
 	must(t)(newBrowser(s.URL).get("/probe/view/set?v=A"))
 	s.log.waitFor(t, `request 2 left behind: App\\+Probe\\+Registry::\$seen;`, 30*time.Second)
 	s.log.waitFor(t, `request 3 left behind: nothing; reset by the sandbox: [^"]*View\\+Factory::\$shared`, 30*time.Second)
 	s.log.waitFor(t, `request 3 [^"]*; memory \d+ bytes`, 30*time.Second)
+}
+
+// workers.debug_leaks names, after each request of a Symfony app, the static state no reset puts
+// back (a static array of the app's own a controller filled); without the key, nothing is logged.
+func TestSymfonyLeakReport(t *testing.T) {
+	t.Parallel()
+	requireSymfony(t)
+	requests := []string{"/probe/memo/get", "/probe/static/set?v=A", "/probe/memo/get"}
+
+	s, _ := serveFramework(t, "symfony", symfonyApp(t), 1, "debug_leaks: true")
+	for _, path := range requests {
+		must(t)(newBrowser(s.URL).get(path))
+	}
+	// Request 1 also lists what the container's compilation filled once.
+	s.log.waitFor(t, `request 2 left behind: App\\+Probe\\+Registry::\$seen; memory \d+ bytes \([+-]\d+\)`, 30*time.Second)
+	s.log.waitFor(t, `request 3 left behind: nothing; memory \d+ bytes \([+-]\d+\)`, 30*time.Second)
+
+	quiet, _ := serveFramework(t, "symfony", symfonyApp(t), 1)
+	for _, path := range append(requests, "/probe/mark?v=end") {
+		must(t)(newBrowser(quiet.URL).get(path))
+	}
+	// The worker wrote its report of the requests before (if any) ahead of the mark.
+	quiet.log.waitFor(t, `probe mark end`, 30*time.Second)
+	if n := quiet.log.count(`peregrine leaks`); n != 0 {
+		t.Errorf("without workers.debug_leaks the worker logged %d leak reports:\n%s", n, quiet.log.String())
+	}
 }
 
 // A PSR-7 application that knows nothing of Peregrine's own types: examples/slim through

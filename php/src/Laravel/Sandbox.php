@@ -6,7 +6,7 @@ namespace Peregrine\Laravel;
 
 use Illuminate\Container\Container;
 use Illuminate\Contracts\Foundation\Application;
-use Illuminate\Database\Eloquent\Model;
+use Illuminate\Database\Connection;
 use Illuminate\Support\Facades\Facade;
 use Illuminate\Support\Str;
 
@@ -34,9 +34,10 @@ use Illuminate\Support\Str;
  * (listeners added at run time, with the Eloquent models' boot state that goes with them), the
  * gate (abilities and policies defined at run time), the HTTP kernel and the exception
  * handler. Then it resets what lives one level deeper or in static properties: database
- * transactions left open, query logs, log context, array caches, the facades' resolved
- * instances, Eloquent's static state, Carbon's test clock and locale, Str's caches, the
- * controller the matched route kept.
+ * transactions left open, query logs and the connections' beforeExecuting() callbacks, log
+ * context, array caches, the facades' resolved instances, the static state listed in STATICS
+ * (Eloquent's, Str's UUID factory, JsonResource's wrapper, the paginators' resolvers...),
+ * Carbon's test clock and locale, Str's caches, the controller the matched route kept.
  *
  * What is deliberately kept: the database and Redis connections and the loggers (reconnecting
  * for every request is what a worker avoids), the encrypter, the hasher and the filesystem.
@@ -51,8 +52,41 @@ final class Sandbox
     /** Services that belong to one request, forgotten even when the boot resolved them. */
     private const FORGET = ['session.store', 'auth.driver', 'redirect', 'Illuminate\Contracts\Routing\ResponseFactory'];
 
-    /** @var array<string, mixed> the static properties of Eloquent's Model after boot */
-    private array $modelStatics = [];
+    /**
+     * Static properties that a request can set (through Laravel's own API) and that PHP-FPM would
+     * give the next request fresh: each is put back to its value after boot. A class loaded only
+     * after boot is put back to its declared defaults, which are its values after boot (the boot
+     * would have loaded it to set one). Properties a version lacks are skipped.
+     */
+    private const STATICS = [
+        // Models booted in a request, with the listeners and scopes they registered; unguard(),
+        // preventLazyLoading(); withoutEvents() and withoutBroadcasting() left by an exit().
+        'Illuminate\Database\Eloquent\Model' => ['booted', 'traitInitializers', 'globalScopes', 'ignoreOnTouch', 'unguarded',
+            'modelsShouldPreventLazyLoading', 'lazyLoadingViolationCallback', 'dispatcher', 'isBroadcasting'],
+        // noConstraints() left by an exit() (every relation would load every row), morphMap().
+        'Illuminate\Database\Eloquent\Relations\Relation' => ['constraints', 'morphMap', 'requireMorphMap', 'selfJoinCount'],
+        // createUuidsUsing(), a test helper like Carbon's setTestNow(): frozen UUIDs for all.
+        'Illuminate\Support\Str' => ['uuidFactory'],
+        // JsonResource::withoutWrapping() / wrap().
+        'Illuminate\Http\Resources\Json\JsonResource' => ['wrap'],
+        // Paginator::currentPageResolver() and the like, useBootstrap().
+        'Illuminate\Pagination\AbstractPaginator' => ['currentPathResolver', 'currentPageResolver', 'queryStringResolver',
+            'viewFactoryResolver', 'defaultView', 'defaultSimpleView'],
+        'Illuminate\Pagination\AbstractCursorPaginator' => ['currentCursorResolver'],
+        // skipWhen(): a callback per request would pile up.
+        'Illuminate\Foundation\Http\Middleware\TrimStrings' => ['skipCallbacks'],
+        'Illuminate\Foundation\Http\Middleware\ConvertEmptyStringsToNull' => ['skipCallbacks'],
+        // Date::use() and the like.
+        'Illuminate\Support\DateFactory' => ['dateClass', 'callable', 'factory'],
+        // Password::defaults().
+        'Illuminate\Validation\Rules\Password' => ['defaultCallback'],
+    ];
+
+    /** @var array<class-string, array<string, mixed>> STATICS' values after boot, by class */
+    private array $statics = [];
+
+    /** @var \WeakMap<Connection, list<\Closure>> the connections' beforeExecuting() callbacks after boot */
+    private \WeakMap $beforeExecuting;
 
     private ?string $carbonLocale = null;
 
@@ -90,8 +124,16 @@ final class Sandbox
             $states[] = ObjectState::of($instance);
         }
         $sandbox = new self($app, $states);
-        if (class_exists(Model::class, false)) {
-            $sandbox->modelStatics = self::modelStatics();
+        foreach (array_keys(self::STATICS) as $class) {
+            if (class_exists($class, false)) {
+                $sandbox->statics[$class] = self::staticsOf($class, false);
+            }
+        }
+        $sandbox->beforeExecuting = new \WeakMap();
+        if ($app->resolved('db') && property_exists(Connection::class, 'beforeExecutingCallbacks')) {
+            foreach ($app['db']->getConnections() as $connection) {
+                $sandbox->beforeExecuting[$connection] = self::beforeExecutingOf($connection);
+            }
         }
         if (class_exists(\Carbon\Carbon::class, false)) {
             $sandbox->carbonLocale = \Carbon\Carbon::getLocale();
@@ -144,9 +186,7 @@ final class Sandbox
             $app['cookie']->flushQueuedCookies();
         }
         $this->flushArrayCaches();
-        if ($this->modelStatics !== [] && self::modelStatics() !== $this->modelStatics) {
-            self::restoreModelStatics($this->modelStatics);
-        }
+        $this->restoreStatics();
         if (class_exists(\Carbon\Carbon::class, false)) {
             if (\Carbon\Carbon::hasTestNow()) {
                 \Carbon\Carbon::setTestNow();
@@ -187,6 +227,14 @@ final class Sandbox
             if (method_exists($connection, 'forgetRecordModificationState')) {
                 $connection->forgetRecordModificationState();
             }
+            // A connection opened after boot had none: the boot would have opened it to add one.
+            $callbacks = $this->beforeExecuting[$connection] ?? [];
+            if ($connection instanceof Connection && property_exists($connection, 'beforeExecutingCallbacks')
+                && self::beforeExecutingOf($connection) !== $callbacks) {
+                \Closure::bind(static function (Connection $c) use ($callbacks): void {
+                    $c->beforeExecutingCallbacks = $callbacks;
+                }, null, Connection::class)($connection);
+            }
         }
     }
 
@@ -223,28 +271,44 @@ final class Sandbox
         }
     }
 
-    /** @return array<string, mixed> */
-    private static function modelStatics(): array
+    /** Puts STATICS back to their values after boot, for the classes loaded now. */
+    private function restoreStatics(): void
     {
-        return \Closure::bind(static function (): array {
-            $values = [];
-            foreach (['booted', 'traitInitializers', 'globalScopes', 'ignoreOnTouch', 'unguarded', 'modelsShouldPreventLazyLoading'] as $name) {
-                if (property_exists(Model::class, $name)) {
-                    $values[$name] = static::$$name;
-                }
+        foreach (array_keys(self::STATICS) as $class) {
+            if (!class_exists($class, false)) {
+                continue;
             }
-
-            return $values;
-        }, null, Model::class)();
+            $boot = $this->statics[$class] ??= self::staticsOf($class, true);
+            if (self::staticsOf($class, false) === $boot) {
+                continue;
+            }
+            foreach ($boot as $name => $value) {
+                (new \ReflectionProperty($class, $name))->setValue(null, $value);
+            }
+        }
     }
 
-    /** @param array<string, mixed> $values */
-    private static function restoreModelStatics(array $values): void
+    /**
+     * @param class-string $class one of STATICS
+     *
+     * @return array<string, mixed> its STATICS properties: their values, or their declared defaults
+     */
+    private static function staticsOf(string $class, bool $defaults): array
     {
-        \Closure::bind(static function () use ($values): void {
-            foreach ($values as $name => $value) {
-                static::$$name = $value;
+        $values = [];
+        foreach (self::STATICS[$class] as $name) {
+            if (property_exists($class, $name)) {
+                $property = new \ReflectionProperty($class, $name);
+                $values[$name] = $defaults ? $property->getDefaultValue() : $property->getValue();
             }
-        }, null, Model::class)();
+        }
+
+        return $values;
+    }
+
+    /** @return list<\Closure> */
+    private static function beforeExecutingOf(Connection $connection): array
+    {
+        return \Closure::bind(static fn (Connection $c): array => $c->beforeExecutingCallbacks, null, Connection::class)($connection);
     }
 }

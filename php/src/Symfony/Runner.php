@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace Peregrine\Symfony;
 
 use Peregrine\Internal\FrontController;
+use Peregrine\Internal\LeakReport;
 use Symfony\Component\HttpFoundation\Request;
 use Symfony\Component\HttpKernel\HttpKernelInterface;
 use Symfony\Component\HttpKernel\Kernel;
@@ -30,6 +31,10 @@ use Symfony\Contracts\Service\ResetInterface;
  * requests in flight is back to 0, which an exit() in a controller prevents for good (exit
  * skips the finally that counts down): from then on it would never reset again. A kernel that
  * is not Symfony's but implements ResetInterface has reset() called after each request.
+ *
+ * With workers.debug_leaks (PEREGRINE_DEBUG_LEAKS=1) a LeakReport logs, after each reset, the
+ * static properties and globals the request changed that no reset put back, and the worker's
+ * memory.
  */
 final class Runner implements RunnerInterface
 {
@@ -54,8 +59,10 @@ final class Runner implements RunnerInterface
             }
         };
         $reset = self::resetter($kernel);
+        $leaks = getenv('PEREGRINE_DEBUG_LEAKS') === '1' ? new LeakReport() : null;
         while (\peregrine_handle_request($handle)) {
             $reset();
+            $leaks?->after();
         }
 
         return 0;

@@ -5,7 +5,11 @@ use Illuminate\Cache\ArrayStore;
 use Illuminate\Cache\Repository as CacheRepository;
 use Illuminate\Config\Repository as ConfigRepository;
 use Illuminate\Database\Eloquent\Model;
+use Illuminate\Database\Eloquent\Relations\Relation;
+use Illuminate\Foundation\Http\Middleware\TrimStrings;
+use Illuminate\Http\Resources\Json\JsonResource;
 use Illuminate\Http\Request;
+use Illuminate\Pagination\Paginator;
 use Illuminate\Support\Facades\App;
 use Illuminate\Support\Facades\Auth;
 use Illuminate\Support\Facades\Cache;
@@ -18,6 +22,7 @@ use Illuminate\Support\Facades\Route;
 use Illuminate\Support\Facades\URL;
 use Illuminate\Support\Facades\Validator;
 use Illuminate\Support\Facades\View;
+use Illuminate\Support\Str;
 
 // Each "set" route changes one piece of state as a request may; the matching "get" route
 // shows what the next request sees. Under PHP-FPM every "get" shows the boot value.
@@ -156,6 +161,62 @@ Route::get('/throw/set', function (Request $r) {
     Auth::setUser(\App\Models\User::findOrFail(1));
 
     throw new RuntimeException('probe');
+});
+
+// Static state of Laravel's own that a request can set through its API.
+Route::get('/uuid/set', function () {
+    Str::createUuidsUsing(fn () => \Ramsey\Uuid\Uuid::fromString('00000000-0000-0000-0000-00000000000a'));
+
+    return (string) Str::uuid();
+});
+Route::get('/uuid/get', fn () => (string) Str::uuid() === (string) Str::uuid() ? 'frozen' : 'random');
+
+Route::get('/resource/set', function () {
+    JsonResource::withoutWrapping();
+
+    return JsonResource::make(['a' => 1])->response()->getContent();
+});
+Route::get('/resource/get', fn () => JsonResource::make(['a' => 1])->response()->getContent());
+
+Route::get('/paginator/set', function (Request $r) {
+    Paginator::currentPageResolver(fn () => (int) $r->query('v'));
+
+    return (string) Paginator::resolveCurrentPage();
+});
+Route::get('/paginator/get', fn () => (string) Paginator::resolveCurrentPage());
+
+Route::get('/trim/set', function () {
+    TrimStrings::skipWhen(fn () => true);
+
+    return 'skipping';
+});
+Route::get('/trim/get', fn (Request $r) => '[' . $r->query('s') . ']');
+
+// A relation built inside noConstraints() when the request ends with exit(): without its
+// constraints a user's relation would load every user's rows.
+Route::get('/relation/exit', function () {
+    Relation::noConstraints(function () {
+        echo 'bye';
+        exit();
+    });
+});
+Route::get('/relation/get', fn () => str_contains((new \App\Models\User())->forceFill(['id' => 1])->hasMany(\App\Models\Note::class)->toBase()->toSql(), 'where')
+    ? 'constrained' : 'unconstrained');
+
+// A callback on the kept database connection.
+Route::get('/db/callback/set', function () {
+    DB::beforeExecuting(function () {
+        throw new RuntimeException('a callback of an earlier request');
+    });
+
+    return 'registered';
+});
+Route::get('/db/callback/get', function () {
+    try {
+        return DB::select('select 1 as one')[0]->one === 1 ? 'ok' : 'unexpected';
+    } catch (\Throwable $e) {
+        return $e::class . ': ' . $e->getMessage();
+    }
 });
 
 // The answer leaves before terminate(): the terminating callback waits for the file the test

@@ -4,7 +4,7 @@ declare(strict_types=1);
 
 namespace App\Probe;
 
-// Static state no sandbox resets: what PEREGRINE_DEBUG_LEAKS reports.
+// Static state no sandbox resets: what workers.debug_leaks reports.
 final class Registry
 {
     /** @var list<string> */

@@ -49,6 +49,22 @@ final class ProbeController extends \Symfony\Bundle\FrameworkBundle\Controller\A
         exit();
     }
 
+    /** A bleed no reset sees: a static array of the app's own, filled per request. */
+    public function staticSet(Request $request): Response
+    {
+        Registry::$seen[] = (string) $request->query->get('v');
+
+        return new Response(implode(',', Registry::$seen));
+    }
+
+    /** Writes a line to the server's log: what the worker logged before it is there too. */
+    public function mark(Request $request): Response
+    {
+        error_log('probe mark ' . $request->query->get('v'));
+
+        return new Response('marked');
+    }
+
     public function after(): Response
     {
         return new Response('answered before kernel.terminate');
