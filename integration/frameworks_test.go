@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -737,6 +738,42 @@ func TestSymfonyLeakReport(t *testing.T) {
 	quiet.log.waitFor(t, `probe mark end`, 30*time.Second)
 	if n := quiet.log.count(`peregrine leaks`); n != 0 {
 		t.Errorf("without workers.debug_leaks the worker logged %d leak reports:\n%s", n, quiet.log.String())
+	}
+}
+
+// TestWorkerLeakReport: workers.debug_leaks covers a plain Peregrine\Worker too, on both
+// runtimes: the report names the static property a request changed, after the application's
+// own reset hooks, and a request that changes nothing leaves nothing behind.
+func TestWorkerLeakReport(t *testing.T) {
+	t.Parallel()
+	src := "<?php\ndeclare(strict_types=1);\nrequire " + strconv.Quote(filepath.Join(repoRoot(t), "php", "autoload.php")) + ";\n" + `
+final class Registry { public static array $seen = []; public static int $resets = 0; }
+Peregrine\Worker::create()
+    ->onReset(static function (): void { Registry::$resets = 0; })
+    ->serve(static function (Peregrine\Http\Request $request): Peregrine\Http\Response {
+        Registry::$resets++; // put back by the hook: never reported
+        if ($request->query !== '') {
+            Registry::$seen[] = $request->query;
+        }
+        return new Peregrine\Http\Response(200, [], 'ok');
+    });
+`
+	script := filepath.Join(t.TempDir(), "worker.php")
+	if err := os.WriteFile(script, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, runtime := range []string{"native", "cli"} {
+		t.Run(runtime, func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t, fmt.Sprintf("workers:\n  command: php %s\n  runtime: %s\n  count: 1\n  debug_leaks: true\n", script, runtime))
+			for _, path := range []string{"/", "/?a", "/"} {
+				if r := get(t, s.URL+path); r.Status != 200 {
+					t.Fatalf("GET %s: %d %q", path, r.Status, r.Body)
+				}
+			}
+			s.log.waitFor(t, `request 2 left behind: Registry::\$seen; memory \d+ bytes`, 30*time.Second)
+			s.log.waitFor(t, `request 3 left behind: nothing; memory \d+ bytes`, 30*time.Second)
+		})
 	}
 }
 

@@ -216,10 +216,10 @@ type Workers struct {
 	// FrankenPHP's do, so applications configured by environment keep working.
 	ClearEnv bool `yaml:"clear_env"`
 
-	// DebugLeaks turns on the leak report of the framework integrations and Peregrine\Worker
-	// (docs/frameworks.md): after each request a worker logs the static properties and globals
-	// the request changed and its memory. It reflects over every loaded class: development
-	// only. The workers see it as PEREGRINE_DEBUG_LEAKS=1. Default false.
+	// DebugLeaks turns on the leak report of --laravel, --symfony and Peregrine\Worker's serve
+	// methods (docs/frameworks.md): after each request a worker logs the static properties and
+	// globals the request changed and its memory. It reflects over every loaded class:
+	// development only. The workers see it as PEREGRINE_DEBUG_LEAKS=1. Default false.
 	DebugLeaks bool `yaml:"debug_leaks"`
 
 	// PHPIni holds php.ini settings passed as -d name=value when the command runs php. The file's

@@ -9,6 +9,7 @@ use Peregrine\Internal\Connection;
 use Peregrine\Internal\CurrentRequest;
 use Peregrine\Internal\Frame;
 use Peregrine\Internal\Handling;
+use Peregrine\Internal\LeakReport;
 use Peregrine\Internal\NativeServer;
 use Peregrine\Internal\ProtocolError;
 use Peregrine\Internal\PsrBridge;
@@ -96,6 +97,7 @@ final class Worker
      */
     public function serve(callable $handler): void
     {
+        $this->watchLeaks();
         if ($this->native !== null) {
             $this->native->serve($handler);
 
@@ -132,6 +134,7 @@ final class Worker
      */
     public function servePsr(callable|object $handler, object $factory): void
     {
+        $this->watchLeaks();
         if ($this->native !== null) {
             $this->native->servePsr($handler, $factory);
 
@@ -171,6 +174,7 @@ final class Worker
      */
     public function serveGlobals(callable $script): void
     {
+        $this->watchLeaks();
         if ($this->native !== null) {
             $this->native->serveGlobals($script);
 
@@ -325,6 +329,21 @@ final class Worker
         }
 
         return $headers;
+    }
+
+    /**
+     * Under workers.debug_leaks (PEREGRINE_DEBUG_LEAKS=1), adds the leak report as the last reset
+     * hook: after each request and the application's own hooks, it logs what the request left
+     * behind (docs/frameworks.md). The first snapshot is taken here, after the bootstrap.
+     */
+    private function watchLeaks(): void
+    {
+        if (getenv('PEREGRINE_DEBUG_LEAKS') === '1') {
+            $report = new LeakReport();
+            $this->onReset(static function () use ($report): void {
+                $report->after();
+            });
+        }
     }
 
     private function reset(): void
