@@ -1,8 +1,10 @@
-/* main.c: peregrine-php [-d name=value]... [SCRIPT [ARGS...]]
+/* main.c: peregrine-php [--template] [-d name=value]... [SCRIPT [ARGS...]]
  *
  * With SCRIPT, worker mode (worker.c). Without, classic mode: every REQUEST frame is a full
  * PHP request (startup, SCRIPT_FILENAME, shutdown), PHP-FPM's shared-nothing model in a process
- * that stays warm. Requests arrive on fd 3, answers leave on fd 4 (docs/protocol.md). */
+ * that stays warm. Requests arrive on fd 3, answers leave on fd 4 (docs/protocol.md). With
+ * --template, the process starts PHP and then forks the workers the server asks for
+ * (template.c); each goes on here as if it had been started with the same arguments. */
 #include "peregrine.h"
 
 #include <fcntl.h>
@@ -17,8 +19,9 @@
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: peregrine-php [-d name=value]... [SCRIPT [ARGS...]]\n"
-			"Started by the peregrine server with requests on fd 3 and answers on fd 4.\n");
+	fprintf(stderr, "usage: peregrine-php [--template] [-d name=value]... [SCRIPT [ARGS...]]\n"
+			"Started by the peregrine server with requests on fd 3 and answers on fd 4,\n"
+			"or with --template, its control socket on fd 3.\n");
 	exit(64);
 }
 
@@ -73,6 +76,17 @@ static int classic_serve(void)
 	return 0;
 }
 
+/* Serves requests: worker mode with a SCRIPT (argv[0]), classic mode without. */
+static int serve(int argc, char **argv)
+{
+	/* Children PHP spawns (exec, proc_open) must not hold the server's pipes. */
+	fcntl(3, F_SETFD, FD_CLOEXEC);
+	fcntl(4, F_SETFD, FD_CLOEXEC);
+	pg.out = pg_xmalloc(PG_BODY_CHUNK);
+	pg.worker = argc > 0;
+	return pg.worker ? pg_worker_run(argc, argv) : classic_serve();
+}
+
 /* Appends "name=value\n" (or "name=1\n") to the ini entries given to PHP. */
 static void add_ini(smart_string *ini, const char *arg)
 {
@@ -104,20 +118,28 @@ static void ensure_opcache(char **argv)
 int main(int argc, char **argv)
 {
 	smart_string ini = {0};
+	bool template = false;
 	int i, status;
 
 	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
-		if (strcmp(argv[i], "-d") == 0 && i + 1 < argc)
+		if (strcmp(argv[i], "--template") == 0)
+			template = true;
+		else if (strcmp(argv[i], "-d") == 0 && i + 1 < argc)
 			add_ini(&ini, argv[++i]);
 		else if (strncmp(argv[i], "-d", 2) == 0 && argv[i][2] != '\0')
 			add_ini(&ini, argv[i] + 2);
 		else
 			usage();
 	}
-	if (fcntl(3, F_GETFD) < 0 || fcntl(4, F_GETFD) < 0) {
+	if (template && fcntl(3, F_GETFD) < 0) {
+		fprintf(stderr, "peregrine-php: --template: fd 3 must be the control socket: the peregrine server starts this program\n");
+		exit(64);
+	} else if (!template && (fcntl(3, F_GETFD) < 0 || fcntl(4, F_GETFD) < 0)) {
 		fprintf(stderr, "peregrine-php: fds 3 and 4 must be open: the peregrine server starts this program\n");
 		exit(64);
 	}
+	if (template)
+		pg_template_reserve_fds();
 	smart_string_0(&ini);
 
 	signal(SIGPIPE, SIG_IGN);
@@ -131,13 +153,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	ensure_opcache(argv);
-	/* Children PHP spawns (exec, proc_open) must not hold the server's pipes. */
-	fcntl(3, F_SETFD, FD_CLOEXEC);
-	fcntl(4, F_SETFD, FD_CLOEXEC);
-	pg.out = pg_xmalloc(PG_BODY_CHUNK);
-	pg.worker = i < argc;
-	status = pg.worker ? pg_worker_run(argc - i, argv + i) : classic_serve();
-
+	if (template && !pg_template_serve())
+		status = 0; /* the template, at the end of its control socket */
+	else            /* a worker, started by exec or forked by the template */
+		status = serve(argc - i, argv + i);
 	php_module_shutdown();
 	sapi_shutdown();
 	free(pg.out);

@@ -2,7 +2,7 @@
 # Included by the top-level Makefile.
 PHP_CONFIG    ?= php-config8.2
 NATIVE_BIN    := bin/peregrine-php
-NATIVE_SRC    := native/decode.c native/frame.c native/sapi.c native/worker.c native/main.c
+NATIVE_SRC    := native/decode.c native/frame.c native/sapi.c native/template.c native/worker.c native/main.c
 NATIVE_CFLAGS ?= -O2 -g
 NATIVE_FLAGS   = -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror \
                  $(patsubst -I%,-isystem %,$(shell $(PHP_CONFIG) --includes))

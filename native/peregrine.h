@@ -87,6 +87,10 @@ void pg_request_info_clear(void);
 const char *pg_param(const char *name);
 bool pg_fatal_error(void);
 
+/* template.c: --template, the process workers are forked from */
+void pg_template_reserve_fds(void);
+bool pg_template_serve(void);
+
 /* worker.c */
 int pg_worker_run(int argc, char **argv);
 PHP_FUNCTION(peregrine_handle_request);
