@@ -4,9 +4,10 @@
 // It does not queue, retry or restart anything, and it knows nothing of HTTP: the pool decides
 // what happens to a worker, and its package doc draws a worker's life.
 //
-// A process is watched from the moment it starts: its exit is noticed from its exit status
-// (os/exec's Wait), never from end of file on a pipe, which a child the worker spawned may hold
-// open. Kill signals the whole process group.
+// A process is executed, or forked from a Template (workers.fork, template.go); either way it
+// is this process's child, watched from the moment it exists: its exit is noticed from its exit
+// status (os/exec's Wait, os.Process.Wait for a fork), never from end of file on a pipe, which a
+// child the worker spawned may hold open. Kill signals the whole process group.
 package worker
 
 import (
@@ -20,6 +21,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,6 +40,9 @@ type Options struct {
 	BootTimeout time.Duration
 	// Logger receives the worker's output and events; every record carries the pid.
 	Logger *slog.Logger
+	// Template, if set, forks the process (workers.fork) instead of executing Argv; Argv, Dir
+	// and Env are then the template's own.
+	Template *Template
 }
 
 // Errors returned by Exec and Start. They wrap more detail; test them with errors.Is.
@@ -65,10 +70,9 @@ const exitDrain = 100 * time.Millisecond
 // Worker is one running PHP process.
 type Worker struct {
 	pid     int
-	cmd     *exec.Cmd
-	kill    context.CancelFunc // cancels the command's context: exec.Cmd.Cancel kills the group
-	toPHP   *os.File           // fd 3 in the worker
-	fromPHP *os.File           // fd 4 in the worker
+	kill    func()   // SIGKILL to the process group, until the process has been reaped
+	toPHP   *os.File // fd 3 in the worker
+	fromPHP *os.File // fd 4 in the worker
 	in      *bufio.Reader
 	out     []byte // reused write buffer for batches
 	payload []byte // reused read buffer for answer frames
@@ -82,17 +86,17 @@ type Worker struct {
 
 	phpVersion string // from READY
 
-	tailMu sync.Mutex
-	tail   []string // last lines of output, for crash reports
+	output output // its STDOUT and STDERR, logged; the last lines make the crash report
 }
-
-const tailLines = 10
 
 // Start starts the process and waits until it sends READY, ctx is cancelled or BootTimeout
 // passes. On failure the process is killed and reaped, and the error wraps ErrBoot with PHP's
 // own last output lines. ctx bounds the boot only; Stop and Kill end the process.
+//
+// With opts.Template set, the process is forked from the template instead of executed; from
+// then on it is watched, run and stopped exactly as an executed one.
 func Start(ctx context.Context, opts Options) (*Worker, error) {
-	if len(opts.Argv) == 0 {
+	if len(opts.Argv) == 0 && opts.Template == nil {
 		return nil, fmt.Errorf("%w: empty command", ErrBoot)
 	}
 	if opts.Logger == nil {
@@ -108,59 +112,32 @@ func Start(ctx context.Context, opts Options) (*Worker, error) {
 		files[i], files[i+1] = r, w
 	}
 	reqR, reqW, respR, respW, outR, outW, errR, errW := files[0], files[1], files[2], files[3], files[4], files[5], files[6], files[7]
-	life, kill := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(life, opts.Argv[0], opts.Argv[1:]...)
-	cmd.Dir = opts.Dir
-	cmd.Env = opts.Env
-	cmd.Stdout = outW
-	cmd.Stderr = errW
-	cmd.ExtraFiles = []*os.File{reqR, respW} // fds 3 and 4
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid:   true,            // a terminal's Ctrl-C reaches the server only; it stops workers itself
-		Pdeathsig: syscall.SIGKILL, // the workers never outlive a server that was killed
+	var proc process
+	var err error
+	if opts.Template != nil {
+		proc, err = forkProcess(ctx, opts.Template, opts.BootTimeout, reqR, respW, outW, errW)
+	} else {
+		proc, err = execProcess(opts.Argv, opts, outW, errW, reqR, respW)
 	}
-	cmd.Cancel = func() error {
-		// The group: a child the script started (exec, proc_open) goes with it.
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-	startErr := cmd.Start()
 	closeAll(reqR, respW, outW, errW) // the child's ends
-	if startErr != nil {
-		kill()
+	if err != nil {
 		closeAll(reqW, respR, outR, errR)
-		return nil, fmt.Errorf("%w: %s: %w", ErrBoot, opts.Argv[0], startErr)
+		return nil, fmt.Errorf("%w: %w", ErrBoot, err)
 	}
 	w := &Worker{
-		pid:     cmd.Process.Pid,
-		cmd:     cmd,
-		kill:    kill,
+		pid:     proc.pid,
+		kill:    proc.kill,
 		toPHP:   reqW,
 		fromPHP: respR,
 		in:      bufio.NewReaderSize(respR, 64<<10),
 		opts:    opts,
-		log:     opts.Logger.With("pid", cmd.Process.Pid),
+		log:     opts.Logger.With("pid", proc.pid),
 		started: time.Now(),
 		exited:  make(chan struct{}),
 	}
-	var outputs sync.WaitGroup
-	outputs.Add(2)
-	go w.copyOutput(&outputs, outR, "stdout", slog.LevelInfo)
-	go w.copyOutput(&outputs, errR, "stderr", slog.LevelWarn)
+	w.output.log = w.log
 	go func() {
-		err := cmd.Wait()
-		// What the script started in its group goes with it, as with Kill: no process outlives
-		// its worker (a child that called setsid has left the group and is on its own).
-		_ = syscall.Kill(-w.pid, syscall.SIGKILL)
-		// The last lines make the crash report; a child that inherited STDOUT may keep the pipes
-		// open, so wait for them briefly, then close our ends.
-		done := make(chan struct{})
-		go func() { outputs.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(outputGrace):
-			closeAll(outR, errR)
-		}
-		w.exitErr = err
+		w.exitErr = w.output.reap(proc, outR, errR)
 		close(w.exited)
 		_ = w.fromPHP.SetReadDeadline(time.Now().Add(exitDrain))
 		_ = w.toPHP.SetWriteDeadline(time.Now())
@@ -172,6 +149,143 @@ func Start(ctx context.Context, opts Options) (*Worker, error) {
 		return nil, fmt.Errorf("%w: %w%s", ErrBoot, err, w.describeExit())
 	}
 	return w, nil
+}
+
+// process is a worker's OS process, however it came to be.
+type process struct {
+	pid  int
+	wait func() error // reaps it; nil or an *exec.ExitError, as exec.Cmd.Wait returns
+	kill func()       // SIGKILL to its process group; does nothing once it has been reaped
+}
+
+// execProcess starts argv as every PHP process of the server is started: in opts.Dir with
+// opts.Env, in a process group of its own, killed if the server dies, with extra on fds 3 and up.
+func execProcess(argv []string, opts Options, stdout, stderr *os.File, extra ...*os.File) (process, error) {
+	life, kill := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(life, argv[0], argv[1:]...)
+	cmd.Dir = opts.Dir
+	cmd.Env = opts.Env
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	cmd.ExtraFiles = extra
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:   true,            // a terminal's Ctrl-C reaches the server only; it stops workers itself
+		Pdeathsig: syscall.SIGKILL, // the workers never outlive a server that was killed
+	}
+	cmd.Cancel = func() error {
+		// The group: a child the script started (exec, proc_open) goes with it.
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if err := cmd.Start(); err != nil {
+		kill()
+		return process{}, fmt.Errorf("%s: %w", argv[0], err)
+	}
+	return process{pid: cmd.Process.Pid, wait: cmd.Wait, kill: kill}, nil
+}
+
+// forkProcess has the template fork a worker with files on its fds 3, 4, 1 and 2. The child is
+// this process's own child (CLONE_PARENT), so it is waited for as an executed one.
+func forkProcess(ctx context.Context, t *Template, bootTimeout time.Duration, files ...*os.File) (process, error) {
+	if bootTimeout > 0 { // a template that stopped answering must not hold the boot forever
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, bootTimeout)
+		defer cancel()
+	}
+	pid, err := t.Fork(ctx, files)
+	if err != nil {
+		return process{}, err
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		return process{}, fmt.Errorf("forked worker %d: %w", pid, err)
+	}
+	var reaped atomic.Bool
+	return process{
+		pid: pid,
+		wait: func() error {
+			state, err := p.Wait()
+			reaped.Store(true)
+			if err == nil && !state.Success() {
+				err = &exec.ExitError{ProcessState: state}
+			}
+			return err
+		},
+		kill: func() {
+			if !reaped.Load() {
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		},
+	}, nil
+}
+
+// output logs what a process prints on its STDOUT and STDERR and keeps the last lines, for the
+// report of its exit.
+type output struct {
+	log *slog.Logger
+
+	mu   sync.Mutex
+	tail []string
+}
+
+const tailLines = 10
+
+// reap copies the process's output to the log until it has exited and been reaped, then kills
+// what it left in its group and returns its exit error once its output has ended (or after
+// outputGrace: a child that inherited STDOUT may keep the pipes open).
+func (o *output) reap(p process, outR, errR *os.File) error {
+	var outputs sync.WaitGroup
+	outputs.Add(2)
+	go o.copy(&outputs, outR, "stdout", slog.LevelInfo)
+	go o.copy(&outputs, errR, "stderr", slog.LevelWarn)
+	err := p.wait()
+	// What the script started in its group goes with it, as with Kill: no process outlives
+	// its worker (a child that called setsid has left the group and is on its own).
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	done := make(chan struct{})
+	go func() { outputs.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(outputGrace):
+		closeAll(outR, errR)
+	}
+	return err
+}
+
+// copy logs the STDOUT or STDERR of the process line by line. Lines longer than the buffer are
+// logged in pieces rather than held back.
+func (o *output) copy(wg *sync.WaitGroup, r *os.File, stream string, level slog.Level) {
+	defer wg.Done()
+	defer r.Close()
+	br := bufio.NewReaderSize(r, 16<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			text := strings.TrimRight(string(line), "\r\n")
+			o.remember(text)
+			o.log.Log(context.Background(), level, text, "stream", stream)
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
+}
+
+func (o *output) remember(line string) {
+	o.mu.Lock()
+	if len(o.tail) == tailLines {
+		copy(o.tail, o.tail[1:])
+		o.tail = o.tail[:tailLines-1]
+	}
+	o.tail = append(o.tail, line)
+	o.mu.Unlock()
+}
+
+// last returns the last lines printed, joined.
+func (o *output) last() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return strings.Join(o.tail, "\n")
 }
 
 func (w *Worker) awaitReady(ctx context.Context) error {
@@ -239,35 +353,6 @@ func (w *Worker) Started() time.Time { return w.started }
 // Exited is closed once the process has exited and been reaped.
 func (w *Worker) Exited() <-chan struct{} { return w.exited }
 
-// copyOutput logs the worker's STDOUT or STDERR line by line. Lines longer than the buffer are
-// logged in pieces rather than held back.
-func (w *Worker) copyOutput(wg *sync.WaitGroup, r *os.File, stream string, level slog.Level) {
-	defer wg.Done()
-	defer r.Close()
-	br := bufio.NewReaderSize(r, 16<<10)
-	for {
-		line, err := br.ReadSlice('\n')
-		if len(line) > 0 {
-			text := strings.TrimRight(string(line), "\r\n")
-			w.remember(text)
-			w.log.Log(context.Background(), level, text, "stream", stream)
-		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-			return
-		}
-	}
-}
-
-func (w *Worker) remember(line string) {
-	w.tailMu.Lock()
-	if len(w.tail) == tailLines {
-		copy(w.tail, w.tail[1:])
-		w.tail = w.tail[:tailLines-1]
-	}
-	w.tail = append(w.tail, line)
-	w.tailMu.Unlock()
-}
-
 // ExitError describes how an exited process ended and what it printed last, wrapping
 // ErrExited; nil while it runs.
 func (w *Worker) ExitError() error {
@@ -306,9 +391,7 @@ func (w *Worker) describeExit() string {
 	var b strings.Builder
 	b.WriteString(" (")
 	b.WriteString(exitStatus(w.exitErr))
-	w.tailMu.Lock()
-	tail := strings.Join(w.tail, "\n")
-	w.tailMu.Unlock()
+	tail := w.output.last()
 	b.WriteString(")")
 	if tail != "" {
 		b.WriteString("; its last output:\n")
