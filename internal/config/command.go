@@ -3,8 +3,19 @@ package config
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"regexp"
 	"strings"
 )
+
+// phpProgram is a PHP CLI binary's name (php, php8.2, php-cli), as worker.IsPHP tests it: the
+// programs the native runtime takes the place of.
+var phpProgram = regexp.MustCompile(`^php(-cli)?[0-9.]*$`)
+
+// isPHP reports whether program runs PHP, so that the native runtime can run its script.
+func isPHP(program string) bool {
+	return phpProgram.MatchString(filepath.Base(program))
+}
 
 // shellOperators are the characters that mean something to a shell beyond quoting. The command
 // runs without a shell, so SplitCommand refuses them outside quotes rather than pass them to

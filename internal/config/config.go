@@ -198,6 +198,15 @@ type Workers struct {
 	// when workers.command runs php; another program is run as it is. Default native.
 	Runtime string `yaml:"runtime"`
 
+	// Fork starts the workers by forking them from one template process that has started PHP
+	// (module startup, OPcache, opcache.preload) instead of executing each: OPcache's shared
+	// memory, the preloaded code and what PHP builds at startup are then shared copy-on-write,
+	// as between PHP-FPM's children, and each worker costs a fraction of the memory. A reset
+	// (SIGHUP, admin, watch) starts a new template first, so new workers see new code. Only
+	// with the native runtime: workers.runtime native and a command that runs php, or classic
+	// mode. Default false: every worker is a process of its own.
+	Fork bool `yaml:"fork"`
+
 	// Dir is the working directory of the workers. A relative path is relative to the directory
 	// peregrine was started in; empty means that directory too. Default ".".
 	Dir string `yaml:"dir"`

@@ -164,10 +164,35 @@ func TestFull(t *testing.T) {
 	gotv := reflect.ValueOf(got)
 	for i := range def.NumField() {
 		for j := range def.Field(i).NumField() {
+			name := def.Type().Field(i).Name + "." + def.Field(i).Type().Field(j).Name
+			if name == "Workers.Fork" {
+				continue // true needs runtime: native, the default; TestFork covers it
+			}
 			if reflect.DeepEqual(def.Field(i).Field(j).Interface(), gotv.Field(i).Field(j).Interface()) {
 				t.Errorf("testdata/full.yaml leaves %s.%s at its default", def.Type().Field(i).Name, def.Field(i).Type().Field(j).Name)
 			}
 		}
+	}
+}
+
+// TestFork: workers.fork is taken with the native runtime, in worker and classic mode; the
+// cases it is refused in are in TestValidate.
+func TestFork(t *testing.T) {
+	for _, src := range []string{
+		"workers:\n  command: php8.2 worker.php\n  fork: true\n",
+		"http:\n  root: testdata\nworkers:\n  runtime: native\n  fork: true\n",
+	} {
+		c := mustParse(t, src, nil)
+		if !c.Workers.Fork {
+			t.Errorf("%s: fork not set", src)
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s: %v", src, err)
+		}
+	}
+	_, err := parse("peregrine.yaml", []byte("workers:\n  command: php w.php\n  runtime: cli\n  fork: true\n"), env(nil))
+	if err == nil || !strings.Contains(err.Error(), "peregrine.yaml:4: workers.fork:") {
+		t.Errorf("fork with the cli runtime: %v", err)
 	}
 }
 
@@ -345,6 +370,7 @@ func TestEffectiveYAMLLayout(t *testing.T) {
 workers:
   command: php worker.php
   runtime: native
+  fork: false
   dir: .
   count: 0
   env: {}

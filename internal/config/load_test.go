@@ -218,6 +218,9 @@ func TestValidate(t *testing.T) {
 		{"level", func(c *Config) { c.Log.Level = "INFO" }, `log.level: want one of debug, info, warn, error, got "INFO"`},
 		{"format", func(c *Config) { c.Log.Format = "" }, `log.format: want one of auto, text, json, got ""`},
 		{"admin", func(c *Config) { c.Admin.Address = c.HTTP.Address }, "admin.address: the same as http.address: give the admin listener its own port"},
+		{"fork cli", func(c *Config) { c.Workers.Fork, c.Workers.Runtime = true, "cli" }, "workers.fork: the workers are forked from the native runtime: set workers.runtime: native, or fork: false"},
+		{"fork wrapper", func(c *Config) { c.Workers.Fork, c.Workers.Command = true, []string{"./run.sh"} },
+			`workers.fork: the workers are forked from the native runtime, which runs a PHP script: workers.command must run php, not "./run.sh"; or set fork: false`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

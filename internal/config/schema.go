@@ -65,6 +65,7 @@ func schema(c *Config) []section {
 		{"workers", []key{
 			commandKey("command", &w.Command),
 			wordKey("runtime", &w.Runtime),
+			boolKey("fork", &w.Fork),
 			stringKey("dir", &w.Dir),
 			intKey("count", &w.Count),
 			mapKey("env", &w.Env),

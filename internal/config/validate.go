@@ -138,6 +138,12 @@ func (c *Config) validate(requireCommand bool) []*Error {
 	case w.Runtime == "cli" && len(w.Command) == 0 && h.Root != "":
 		add("workers.runtime", "classic mode (http.root without workers.command) needs the native runtime: set workers.runtime: native, or give a worker script")
 	}
+	switch {
+	case w.Fork && w.Runtime != "native":
+		add("workers.fork", "the workers are forked from the native runtime: set workers.runtime: native, or fork: false")
+	case w.Fork && len(w.Command) > 0 && !isPHP(w.Command[0]):
+		add("workers.fork", "the workers are forked from the native runtime, which runs a PHP script: workers.command must run php, not %q; or set fork: false", w.Command[0])
+	}
 	notNegative("workers.count", w.Count, "one worker per CPU")
 	checkNames("workers.env", "variable", w.Env)
 	checkNames("workers.php_ini", "setting", w.PHPIni)
