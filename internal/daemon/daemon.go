@@ -1,6 +1,6 @@
 // Package daemon owns the lifecycle of a running Peregrine server: it turns a Config into a
-// worker pool, the HTTP listener, the admin listener and the file watcher, wires them top to
-// bottom, serves until asked to stop, replaces the workers on request (SIGHUP, admin, watch)
+// worker pool (and, with workers.fork, the template its workers are forked from), the HTTP
+// listener, the admin listener and the file watcher, wires them top to bottom, serves until asked to stop, replaces the workers on request (SIGHUP, admin, watch)
 // and drains on stop. It holds no request logic of its own.
 package daemon
 
@@ -82,16 +82,25 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		poolObs, httpObs = metrics, metrics
 	}
 
+	workerOpts := worker.Options{
+		Argv:        argv,
+		Dir:         cfg.Workers.Dir,
+		Env:         workerEnv(cfg),
+		BootTimeout: time.Duration(cfg.Workers.BootTimeout),
+		Logger:      log,
+	}
+	if cfg.Workers.Fork { // Validate has checked that argv is the native runtime's
+		tmpl, err := worker.StartTemplate(ctx, workerOpts)
+		if err != nil {
+			return fmt.Errorf("workers.fork: the template the workers are forked from could not start: %w", err)
+		}
+		defer tmpl.Close() // after p.Stop below: the workers go first
+		workerOpts.Template = tmpl
+	}
 	count := cfg.Workers.ResolvedCount()
 	p := pool.New(pool.Options{
-		Size: count,
-		Worker: worker.Options{
-			Argv:        argv,
-			Dir:         cfg.Workers.Dir,
-			Env:         workerEnv(cfg),
-			BootTimeout: time.Duration(cfg.Workers.BootTimeout),
-			Logger:      log,
-		},
+		Size:            count,
+		Worker:          workerOpts,
 		MaxJobs:         cfg.Workers.MaxJobs,
 		MaxMemory:       int64(cfg.Workers.MaxMemory),
 		ExecTimeout:     time.Duration(cfg.Workers.ExecTimeout),

@@ -6,6 +6,10 @@
 // encode requests: it moves worker.Calls, and says in an *Error which HTTP status a failure
 // deserves.
 //
+// The pool starts workers with worker.Start and the options it was given; with a
+// worker.Template among them (workers.fork) they are forked from it, and Reset renews the
+// template before it replaces the first worker. The template belongs to whoever created it.
+//
 // The goroutine of the request that gets a worker runs the exchange itself (worker.Exec), as
 // net/http runs a handler on its connection's goroutine: a request that finds a worker free
 // crosses no goroutine at all, and one that waits is woken once. A supervisor goroutine per slot
@@ -464,11 +468,18 @@ func (p *Pool) recordExec(perRequest time.Duration) {
 
 // Reset replaces every worker with a fresh one, one at a time: the new process boots while the
 // others serve, then the old one finishes what it has and stops. A worker whose replacement
-// fails to boot keeps serving, and the error says why. It returns when all are done, or when
-// ctx is done.
+// fails to boot keeps serving, and the error says why. With workers forked from a template, the
+// template is renewed first, so that the new workers see new code; if the new template cannot
+// start, no worker is replaced. It returns when all are done, or when ctx is done.
 func (p *Pool) Reset(ctx context.Context) error {
 	p.resetMu.Lock()
 	defer p.resetMu.Unlock()
+	if t := p.opts.Worker.Template; t != nil {
+		if err := t.Renew(ctx); err != nil {
+			p.log.Error("workers not replaced: the new worker template failed to start", "err", err)
+			return fmt.Errorf("renew the worker template: %w", err)
+		}
+	}
 	var errs []error
 	for _, s := range p.slots {
 		reply := make(chan error, 1)
