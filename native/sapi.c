@@ -196,11 +196,64 @@ static void pg_register(const char *name, const char *value, size_t len, zval *a
 		php_register_variable_safe(name, value, new_len, arr);
 }
 
+extern char **environ;
+
+/* The environment as $_SERVER has it, imported once in worker mode: importing every variable
+ * again for each request costs more than copying the array. It is imported again when the
+ * environment changed (putenv() replaces an entry of environ, or environ itself). It lives in
+ * the worker script's long request, whose end frees it. */
+static struct {
+	HashTable *vars;
+	char **environ; /* environ when vars was imported */
+	char **entries; /* a copy of its pointers, NULL-terminated */
+} env_cache;
+
+static bool env_unchanged(void)
+{
+	if (env_cache.vars == NULL || environ != env_cache.environ)
+		return false;
+	if (environ == NULL)
+		return true;
+	for (size_t i = 0;; i++) {
+		if (environ[i] != env_cache.entries[i])
+			return false;
+		if (environ[i] == NULL)
+			return true;
+	}
+}
+
+static void import_environment(zval *arr)
+{
+	if (!pg.worker || !pg.active) {
+		php_import_environment_variables(arr);
+		return;
+	}
+	if (!env_unchanged()) {
+		zval vars;
+		size_t n = 0;
+
+		if (env_cache.vars != NULL)
+			zend_array_release(env_cache.vars);
+		array_init(&vars);
+		php_import_environment_variables(&vars);
+		env_cache.vars = Z_ARRVAL(vars);
+		while (environ != NULL && environ[n] != NULL)
+			n++;
+		free(env_cache.entries);
+		env_cache.entries = pg_xmalloc((n + 1) * sizeof(char *));
+		if (environ != NULL)
+			memcpy(env_cache.entries, environ, (n + 1) * sizeof(char *));
+		env_cache.environ = environ;
+	}
+	zval_ptr_dtor_nogc(arr);
+	ZVAL_ARR(arr, zend_array_dup(env_cache.vars));
+}
+
 /* $_SERVER: the environment, then the request's variables (FPM imports the environment too);
  * outside a request (the worker script's boot), what the CLI registers. */
 static void pg_register_variables(zval *arr)
 {
-	php_import_environment_variables(arr);
+	import_environment(arr);
 	if (!pg.active) {
 		const char *s = pg.script ? pg.script : "";
 		pg_register("PHP_SELF", s, strlen(s), arr);

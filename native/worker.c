@@ -164,7 +164,8 @@ static void sapi_reset(void)
 static bool wait_request(void)
 {
 	php_output_end_all();
-	zend_unset_timeout();
+	if (!saved.booted) /* the boot's time limit; end_request() ends each request's */
+		zend_unset_timeout();
 	pg_send_ready();
 	return pg_next_request();
 }

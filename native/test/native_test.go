@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -433,6 +434,67 @@ func TestWorkerKeepsState(t *testing.T) {
 	p.do(t, caseRequest("throw", request{}))
 	a := p.do(t, caseRequest("sapi", request{URI: "/served", Params: []field{{"PATH_INFO", "/served"}}}))
 	wantBody(t, a, "3")
+}
+
+// TestWorkerEnvironmentFollowsPutenv: in worker mode $_SERVER's environment part is imported
+// once and reused; a putenv() (which persists in a worker, docs/compatibility.md) must still
+// show in $_SERVER from the next request on, as getenv() shows it.
+func TestWorkerEnvironmentFollowsPutenv(t *testing.T) {
+	p := start(t, modes[1].argv()...)
+	for _, step := range []struct{ query, want string }{
+		{"", `[null,null]`},
+		{"set=1", `[null,null]`},
+		{"", `["1","1"]`},
+		{"set=2", `["1","1"]`},
+		{"", `["2","2"]`},
+	} {
+		a := p.do(t, caseRequest("putenv", request{URI: "/putenv.php?" + step.query}))
+		wantBody(t, a, step.want)
+	}
+}
+
+// TestBatchAroundTheReadBuffer: requests written back to back in one write, with bodies around
+// the runtime's 64 KiB read-ahead buffer and the pipe's size, some read by PHP and some left
+// unread: each answer must carry its own request's body, in both modes.
+func TestBatchAroundTheReadBuffer(t *testing.T) {
+	sizes := []int{0, 1, 4096, 65536 - 200, 65536 - 16, 65535, 65536, 65537, 3 * 65536, 200 << 10, 17}
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			p := start(t, m.argv()...)
+			var batch []byte
+			var want []string
+			first := p.nextID
+			for i, size := range sizes {
+				body := bytes.Repeat([]byte{byte('a' + i)}, size)
+				name := "input"
+				if i%3 == 2 {
+					name = "noread" // its body stays unread: the runtime must skip it
+				}
+				r := caseRequest(name, request{Method: "POST", Body: body,
+					Headers: []field{{"Content-Type", "application/octet-stream"}, {"Content-Length", strconv.Itoa(size)}}})
+				batch = append(batch, encodeRequest(p.nextID, r)...)
+				p.nextID++
+				if name == "input" {
+					want = append(want, fmt.Sprintf(`["POST",%q,%q,[]]`, body, body))
+				} else {
+					want = append(want, "")
+				}
+			}
+			written := p.write(batch)
+			for i := range sizes {
+				a := p.readAnswer(t, first+uint32(i))
+				if want[i] != "" && a.Body != want[i] {
+					t.Errorf("request %d (%d bytes): body %.120q, want %.120q", i, sizes[i], a.Body, want[i])
+				}
+				if want[i] == "" && a.Status != 200 {
+					t.Errorf("request %d (%d bytes, unread): status %d", i, sizes[i], a.Status)
+				}
+			}
+			if err := <-written; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }
 
 // TestWorkerArgv: the worker script gets its arguments as $argv, as under the CLI.
