@@ -10,7 +10,9 @@
  * what module startup built are shared copy-on-write, as between PHP-FPM's children.
  *
  * The template never runs a PHP request, so nothing seeded per process (mt_rand, session ids)
- * is inherited. It sends its own pid once it is ready and exits at the socket's end of file. */
+ * is inherited. It sends its own pid once it is ready, goes by the name peregrine-tmpl (its
+ * comm, which ps and top show; the workers keep the program's), and exits at the socket's end
+ * of file. */
 #include "peregrine.h"
 
 #include <fcntl.h>
@@ -23,6 +25,7 @@
 
 #define CONTROL_FD 3
 #define WORKER_FDS 4
+#define TEMPLATE_NAME "peregrine-tmpl" /* its comm (/proc/PID/comm), at most 15 bytes */
 
 /* Where a child puts the fds it was sent: request pipe, answer pipe, stdout, stderr. */
 static const int worker_fd[WORKER_FDS] = {3, 4, 1, 2};
@@ -96,8 +99,9 @@ static int receive(int fds[WORKER_FDS])
 
 /* In the child: the fds go where a worker has them, the template's control socket goes, and the
  * child leaves the template's process group and dies with the server, as an exec'd worker. */
-static void become_worker(const int fds[WORKER_FDS], pid_t server)
+static void become_worker(const int fds[WORKER_FDS], pid_t server, const char *name)
 {
+	prctl(PR_SET_NAME, name);
 	for (int i = 0; i < WORKER_FDS; i++) {
 		if (dup2(fds[i], worker_fd[i]) < 0)
 			_exit(71);
@@ -115,10 +119,13 @@ static void become_worker(const int fds[WORKER_FDS], pid_t server)
 bool pg_template_serve(void)
 {
 	pid_t server = getppid();
+	char name[16] = "";
 	int fds[WORKER_FDS];
 	int count;
 
 	fcntl(CONTROL_FD, F_SETFD, FD_CLOEXEC);
+	prctl(PR_GET_NAME, name); /* the workers keep it; ps and top show the template apart */
+	prctl(PR_SET_NAME, TEMPLATE_NAME);
 	reply((int32_t)getpid());
 	while ((count = receive(fds)) != 0) {
 		if (count < 0) {
@@ -129,7 +136,7 @@ bool pg_template_serve(void)
 		pid_t pid = (pid_t)syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0);
 		int err = errno;
 		if (pid == 0) {
-			become_worker(fds, server);
+			become_worker(fds, server, name);
 			return true;
 		}
 		for (int i = 0; i < WORKER_FDS; i++)

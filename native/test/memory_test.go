@@ -58,17 +58,10 @@ func mixed(t *testing.T, i int, dir string) request {
 // allocator off, so every request allocation is checked) and stops the process cleanly.
 func TestValgrind(t *testing.T) {
 	memoryTests(t)
-	valgrind, err := exec.LookPath("valgrind")
-	if err != nil {
-		t.Fatal("valgrind is not installed (apt-get install valgrind)")
-	}
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
-			ini, _ := limits(t)
 			dir := t.TempDir()
-			argv := append([]string{valgrind, "-q", "--error-exitcode=99", "--num-callers=30",
-				"--suppressions=" + filepath.Join(filepath.Dir(cases), "..", "..", "valgrind.supp")}, m.argv(ini...)...)
-			p := startEnv(t, []string{"USE_ZEND_ALLOC=0"}, argv...)
+			p := startEnv(t, []string{"USE_ZEND_ALLOC=0"}, memcheck(t, m)...)
 			if f := p.readFrame(t); f.Type != typeReady {
 				t.Fatalf("first frame type %d, want READY", f.Type)
 			}
@@ -90,6 +83,19 @@ func TestValgrind(t *testing.T) {
 			}
 		})
 	}
+}
+
+// memcheck returns the command that runs the mode under valgrind's memcheck, which exits with
+// 99 when it found errors.
+func memcheck(t *testing.T, m mode) []string {
+	t.Helper()
+	valgrind, err := exec.LookPath("valgrind")
+	if err != nil {
+		t.Fatal("valgrind is not installed (apt-get install valgrind)")
+	}
+	ini, _ := limits(t)
+	return append([]string{valgrind, "-q", "--error-exitcode=99", "--num-callers=30",
+		"--suppressions=" + filepath.Join(filepath.Dir(cases), "..", "..", "valgrind.supp")}, m.argv(ini...)...)
 }
 
 func rss(t *testing.T, pid int) int {

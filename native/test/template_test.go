@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,9 +23,9 @@ type template struct {
 	kids []int
 }
 
-// startTemplate runs peregrine-php --template with argv's options and script, and reads the pid
-// it sends once PHP has started.
-func startTemplate(t *testing.T, argv ...string) *template {
+// startTemplate runs argv (the binary, or valgrind and the binary) with --template after the
+// binary, and reads the pid it sends once PHP has started; env is added to the environment.
+func startTemplate(t *testing.T, env []string, argv ...string) *template {
 	t.Helper()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -37,9 +38,11 @@ func startTemplate(t *testing.T, argv ...string) *template {
 		t.Fatal(err)
 	}
 	tp := &template{ctl: conn.(*net.UnixConn), log: &syncBuffer{}}
-	tp.cmd = exec.Command(argv[0], append([]string{"--template"}, argv[1:]...)...)
+	at := slices.Index(argv, runtime) + 1
+	argv = slices.Concat(argv[:at], []string{"--template"}, argv[at:])
+	tp.cmd = exec.Command(argv[0], argv[1:]...)
 	tp.cmd.ExtraFiles = []*os.File{theirs}
-	tp.cmd.Env = append(os.Environ(), "PEREGRINE_PROTOCOL=2")
+	tp.cmd.Env = append(append(os.Environ(), "PEREGRINE_PROTOCOL=2"), env...)
 	tp.cmd.Stdout, tp.cmd.Stderr = tp.log, tp.log
 	if err := tp.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -115,6 +118,16 @@ func waitForked(t *testing.T, pid int) int {
 	return state.ExitCode()
 }
 
+// procComm returns the name of process pid (its comm).
+func procComm(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
 func parentPID(t *testing.T, pid int) int {
 	t.Helper()
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -135,7 +148,10 @@ func TestTemplate(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			ini, _ := limits(t)
-			tp := startTemplate(t, m.argv(ini...)...)
+			tp := startTemplate(t, nil, m.argv(ini...)...)
+			if comm := procComm(t, tp.pid); comm != "peregrine-tmpl" {
+				t.Errorf("the template is named %q, want peregrine-tmpl", comm)
+			}
 			var sessions []string
 			for range 2 {
 				p, pid := tp.fork(t)
@@ -147,6 +163,9 @@ func TestTemplate(t *testing.T) {
 				}
 				if pgid, _ := syscall.Getpgid(pid); pgid != pid {
 					t.Errorf("forked worker %d: process group %d", pid, pgid)
+				}
+				if comm := procComm(t, pid); comm != "peregrine-php" {
+					t.Errorf("forked worker %d is named %q, want peregrine-php", pid, comm)
 				}
 				wantBody(t, p.do(t, caseRequest("hello", request{})), "Hello, world!")
 				wantBody(t, p.do(t, caseRequest("cloexec", request{})), "checked")
@@ -170,6 +189,36 @@ func TestTemplate(t *testing.T) {
 			tp.ctl.CloseWrite()
 			if err := tp.cmd.Wait(); err != nil {
 				t.Errorf("the template at the end of its socket: %v", err)
+			}
+		})
+	}
+}
+
+// TestValgrindTemplate: a worker forked by a template under memcheck serves the mix of
+// TestValgrind and stops cleanly, and so does the template at the end of its socket.
+func TestValgrindTemplate(t *testing.T) {
+	memoryTests(t)
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tp := startTemplate(t, []string{"USE_ZEND_ALLOC=0"}, memcheck(t, m)...)
+			p, pid := tp.fork(t)
+			if f := p.readFrame(t); f.Type != typeReady {
+				t.Fatalf("first frame type %d, want READY", f.Type)
+			}
+			for i := range 200 {
+				if a := p.do(t, mixed(t, i, dir)); a.Status == 0 {
+					t.Fatalf("request %d: no status", i)
+				}
+			}
+			<-p.write(appendFrame(nil, typeStop, 0, nil))
+			if code := waitForked(t, pid); code != 0 {
+				t.Errorf("the forked worker under valgrind: exit status %d (99: memcheck found errors):\n%s", code, p.log)
+			}
+			tp.kids = nil
+			tp.ctl.CloseWrite()
+			if err := tp.cmd.Wait(); err != nil {
+				t.Errorf("the template under valgrind: %v (99: memcheck found errors)", err)
 			}
 		})
 	}
