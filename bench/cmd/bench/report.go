@@ -265,7 +265,7 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "Resident memory (VmRSS summed over the process tree) of the hello-world server just after start "+
 			"(idle) and after `ab -k -n %d -c %d`; each run starts the servers afresh. For nginx + PHP-FPM the whole server is "+
 			"nginx (master and workers) plus the FPM master and children; \"daemon / master\" is the Peregrine daemon or the "+
-			"FPM master. RSS counts shared pages (the OPcache segment, the PHP binary) once per process; PSS divides "+
+			"FPM master (with `workers.fork`, the daemon and the template the workers are forked from). RSS counts shared pages (the OPcache segment, the PHP binary) once per process; PSS divides "+
 			"them among the processes that share them.\n\n", r.plan.memRequests, r.plan.memConns)
 		b.WriteString("| workers | system | whole server idle | whole server after | nginx after | daemon / master after | per worker idle | per worker after | per worker PSS idle | whole server PSS idle → after |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, g := range r.memoryGroups() {
@@ -284,7 +284,9 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "\n\"%s\" is the raw hello-world worker on the default runtime, native (`bin/peregrine-php`); \"%s\" "+
 			"the same worker on plain `php`; \"%s\" the same on plain `php -n -d zend_extension=opcache.so`: without "+
 			"php.ini and the extensions Debian's PHP CLI loads from it. \"%s\" is classic mode (`--root bench/apps/hello`, "+
-			"each request a PHP request of index.php), the same work as an FPM child's.\n\n", sysPeregr, sysCLIMem, sysLean, sysClassic)
+			"each request a PHP request of index.php), the same work as an FPM child's. \"%s\" is the first with `workers.fork: true`: "+
+			"its workers are forked from one template process that has started PHP, and share its OPcache and startup memory "+
+			"copy-on-write, as FPM's children share the master's.\n\n", sysPeregr, sysCLIMem, sysLean, sysClassic, sysFork)
 	}
 	if len(r.classic) > 0 {
 		b.WriteString("## 5. Classic mode and the native runtime\n\n")
@@ -492,7 +494,7 @@ func (r *report) targets() []target {
 		}
 	}
 	for _, g := range r.memoryGroups() {
-		if g[0].system == sysClassic || g[0].system == sysPeregr {
+		if g[0].system == sysClassic || g[0].system == sysPeregr || g[0].system == sysFork {
 			for _, h := range r.memoryGroups() {
 				if h[0].system == sysFPM && h[0].workers == g[0].workers {
 					pw := medianInt(g, func(m memRun) int { return m.idle.workerPSS() })

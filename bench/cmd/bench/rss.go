@@ -97,7 +97,7 @@ func statusField(pid int, file, key string) int {
 
 // treeMem is the memory of one process and its descendants.
 type treeMem struct {
-	rootRSS, rootPSS   int // KiB, the root alone (the daemon, the FPM master, the nginx master)
+	rootRSS, rootPSS   int // KiB, the root (the daemon and workers.fork's template, the FPM master, the nginx master)
 	childRSS, childPSS int // KiB, all descendants together
 	children           int
 }
@@ -110,11 +110,23 @@ func measureTree(root int) treeMem {
 		if rss == 0 {
 			continue
 		}
+		if isTemplate(c) { // workers.fork's template counts with the daemon, as FPM's master does
+			m.rootRSS += rss
+			m.rootPSS += pss
+			continue
+		}
 		m.childRSS += rss
 		m.childPSS += pss
 		m.children++
 	}
 	return m
+}
+
+// isTemplate reports whether pid is the template workers.fork forks the workers from, which
+// peregrine-php names peregrine-tmpl.
+func isTemplate(pid int) bool {
+	comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	return err == nil && strings.TrimSpace(string(comm)) == "peregrine-tmpl"
 }
 
 // treeCPU is the CPU time (user and system) used so far by the processes under the roots,

@@ -176,6 +176,7 @@ const (
 	sysPeregr  = "Peregrine"
 	sysLean    = "Peregrine, php -n + OPcache"
 	sysClassic = "Peregrine classic"
+	sysFork    = "Peregrine, workers.fork"
 	sysNative  = "Peregrine raw, native runtime"
 	sysCLI     = "Peregrine raw, cli runtime"
 	sysCLIMem  = "Peregrine, cli runtime"
@@ -460,6 +461,10 @@ func (l *lab) memoryScenario(p plan) ([][]memRun, error) {
 		logf("memory, %d workers, ab -k -n %d -c %d", w, p.memRequests, p.memConns)
 		starts := []func() (*server, error){
 			func() (*server, error) { return l.startPeregrine(sysPeregr, "bench/apps/hello/raw.php", w, nil) },
+			// The same, its workers forked from one template process (workers.fork).
+			func() (*server, error) {
+				return l.startPeregrineWith(sysFork, peregrineOptions{script: "bench/apps/hello/raw.php", workers: w, fork: true})
+			},
 			func() (*server, error) {
 				return l.startFPM(sysFPM, fpmOptions{docroot: "bench/apps/hello", workers: w, backlog: fpmBacklog})
 			},

@@ -260,6 +260,7 @@ type peregrineOptions struct {
 	dir     string            // workers.dir; the repository root when empty
 	path    string            // the path measured (and checked at start), "/" when empty
 	tls     bool              // HTTPS (and HTTP/2 by ALPN) with the lab's certificate: http.tls.cert/key
+	fork    bool              // workers.fork: the workers are forked from a template process
 }
 
 // classicIni is the OPcache setup PHP-FPM gets (fpmIni), for Peregrine's classic mode: there too
@@ -302,6 +303,9 @@ func (l *lab) startPeregrineWith(label string, o peregrineOptions) (*server, err
 		fmt.Fprintf(&b, "  runtime: %s\n", o.runtime)
 	}
 	fmt.Fprintf(&b, "  count: %d\n", o.workers)
+	if o.fork {
+		b.WriteString("  fork: true\n")
+	}
 	if len(o.env) > 0 {
 		b.WriteString("  env:\n")
 		for _, k := range sortedKeys(o.env) {
