@@ -1,7 +1,8 @@
 // Package daemon owns the lifecycle of a running Peregrine server: it turns a Config into a
 // worker pool (and, with workers.fork, the template its workers are forked from), the HTTP
-// listener, the admin listener and the file watcher, wires them top to bottom, serves until asked to stop, replaces the workers on request (SIGHUP, admin, watch)
-// and drains on stop. It holds no request logic of its own.
+// listener, the admin listener and the file watcher, wires them top to bottom, serves until
+// asked to stop, replaces the workers on request (SIGHUP, admin, watch) and drains on stop. It
+// holds no request logic of its own.
 package daemon
 
 import (
