@@ -33,26 +33,33 @@ function fork_test_answer(): void {
     }
     $scripts = opcache_get_status(true)['scripts'] ?? [];
     header('Content-Type: application/json');
-    echo json_encode(['pid' => getmypid(), 'cached' => isset($scripts[__DIR__ . '/unique.php'])]);
+    echo json_encode(['pid' => getmypid(), 'cached' => isset($scripts[__DIR__ . '/unique.php']),
+        'preloaded' => function_exists('preloaded_answer')]);
 }
 `,
-		"worker.php": "<?php\nrequire __DIR__ . '/handler.php';\nwhile (peregrine_handle_request('fork_test_answer')) {\n}\n",
-		"index.php":  "<?php\nrequire __DIR__ . '/handler.php';\nfork_test_answer();\n",
-		"unique.php": "<?php\n// Run by one worker only.\n$unique = true;\n",
-		"exit.php":   "<?php\nerror_log('bootstrap failed: database unreachable');\nexit(1);\n",
+		"worker.php":  "<?php\nrequire __DIR__ . '/handler.php';\nwhile (peregrine_handle_request('fork_test_answer')) {\n}\n",
+		"index.php":   "<?php\nrequire __DIR__ . '/handler.php';\nfork_test_answer();\n",
+		"unique.php":  "<?php\n// Run by one worker only.\n$unique = true;\n",
+		"exit.php":    "<?php\nerror_log('bootstrap failed: database unreachable');\nexit(1);\n",
+		"preload.php": "<?php\nfunction preloaded_answer(): string\n{\n    return 'preloaded';\n}\n",
 	}
 	for name, src := range files {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		// OPcache leaves out files changed in the last 2 seconds (opcache.file_update_protection).
-		old := time.Now().Add(-time.Minute)
-		if err := os.Chtimes(path, old, old); err != nil {
-			t.Fatal(err)
-		}
+		writeOld(t, filepath.Join(dir, name), src)
 	}
 	return dir
+}
+
+// writeOld writes a PHP file dated a minute ago: OPcache leaves out files changed in the last 2
+// seconds (opcache.file_update_protection).
+func writeOld(t *testing.T, path, src string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // forkServer starts 2 workers on the app in mode "worker" or "classic", forked or not.
@@ -66,8 +73,9 @@ func forkServer(t *testing.T, dir, mode string, fork bool) *server {
 }
 
 type forkAnswer struct {
-	PID    int  `json:"pid"`
-	Cached bool `json:"cached"`
+	PID       int  `json:"pid"`
+	Cached    bool `json:"cached"`
+	Preloaded bool `json:"preloaded"`
 }
 
 func ask(t *testing.T, url string) forkAnswer {
@@ -245,6 +253,39 @@ func TestForkReset(t *testing.T) {
 		t.Errorf("after the reset: %+v and %+v (before: %+v)", a, b, old)
 	}
 	checkForked(t, s, a, b)
+}
+
+// TestForkPreload: the preload runs in the template and its functions are in every worker; a
+// reset whose new template cannot start (a broken preload) leaves the workers serving, and the
+// next one, once the preload is fixed, replaces them.
+func TestForkPreload(t *testing.T) {
+	t.Parallel()
+	dir := forkApp(t)
+	preload := filepath.Join(dir, "preload.php")
+	s := startServer(t, "workers:\n  runtime: native\n  fork: true\n  count: 2\n  command: php "+filepath.Join(dir, "worker.php")+
+		"\n  php_ini:\n    opcache.preload: "+preload+"\n    opcache.preload_user: root\n") // the user is needed when run as root
+	a, b := bothWorkers(t, s)
+	if !a.Preloaded || !b.Preloaded {
+		t.Fatalf("preloaded function missing: %+v %+v", a, b)
+	}
+	first := s.template(t)
+	writeOld(t, preload, "<?php\nfunction preloaded_answer(: string {}\n")
+	s.signal(syscall.SIGHUP)
+	s.log.waitFor(t, `workers not replaced: the new worker template failed to start`, 30*time.Second)
+	if s.template(t) != first || parent(first) != s.cmd.Process.Pid {
+		t.Fatalf("template %d replaced by a failed reset", first)
+	}
+	c, d := bothWorkers(t, s)
+	if pids := []int{c.PID, d.PID}; !slices.Contains(pids, a.PID) || !slices.Contains(pids, b.PID) {
+		t.Fatalf("workers %d and %d replaced by a failed reset: %v", a.PID, b.PID, pids)
+	}
+	writeOld(t, preload, "<?php\nfunction preloaded_answer(): string\n{\n    return 'again';\n}\n")
+	s.signal(syscall.SIGHUP)
+	s.log.waitFor(t, `all workers replaced`, 30*time.Second)
+	e, f := bothWorkers(t, s)
+	if !e.Preloaded || !f.Preloaded || slices.Contains([]int{e.PID, f.PID}, a.PID) || s.template(t) == first {
+		t.Fatalf("after the fixed reset: %+v %+v, template %d (was %d)", e, f, s.template(t), first)
+	}
 }
 
 // TestForkBootFailure: a forked worker whose script exits at once is reported as an executed
