@@ -107,29 +107,38 @@ func (t *Template) Fork(ctx context.Context, files []*os.File) (int, error) {
 		return 0, err
 	}
 	if t.cur != nil {
-		pid, err := t.cur.fork(ctx, files)
-		if err == nil || !errors.Is(err, errTemplateGone) && ctx.Err() == nil {
+		pid, err := t.forkLocked(ctx, files)
+		if !errors.Is(err, errTemplateGone) {
 			return pid, err
 		}
-		if ctx.Err() != nil { // a reply may be on its way: this template is of no more use
-			t.cur.abandon()
-			t.cur = nil
-			return 0, ctx.Err()
-		}
-		t.log.Warn("the worker template is gone; starting a new one", "pid", t.cur.pid, "err", t.cur.close())
-		t.cur = nil
+		t.log.Warn("the worker template is gone; starting a new one", "err", err)
 	}
 	p, err := t.start(ctx)
 	if err != nil {
 		return 0, err
 	}
 	t.cur = p
+	return t.forkLocked(ctx, files)
+}
+
+// forkLocked forks from the current template process. One that is gone is reaped and one whose
+// fork ctx interrupted is abandoned (a reply may be on its way, which would answer the next
+// request): either way there is no current process afterwards.
+func (t *Template) forkLocked(ctx context.Context, files []*os.File) (int, error) {
+	p := t.cur
 	pid, err := p.fork(ctx, files)
-	if err != nil && ctx.Err() != nil {
-		t.cur.abandon()
+	switch {
+	case err == nil:
+		return pid, nil
+	case ctx.Err() != nil:
 		t.cur = nil
+		p.abandon()
+		return 0, ctx.Err()
+	case errors.Is(err, errTemplateGone):
+		t.cur = nil
+		return 0, fmt.Errorf("%w (pid %d, %s)", err, p.pid, exitStatus(p.close()))
 	}
-	return pid, err
+	return 0, err
 }
 
 // Renew replaces the template process with a new one, for new code and a new preload to reach

@@ -169,3 +169,27 @@ func TestTemplateBootErrorCarriesPHPOutput(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestTemplateForkInterrupted: a fork that ctx ends while the template does not answer (here
+// stopped) fails with ctx's error and gives up that template; the next fork starts a new one.
+func TestTemplateForkInterrupted(t *testing.T) {
+	tmpl, opts := nativeTemplate(t, "app.php")
+	first := tmpl.PID()
+	if err := syscall.Kill(first, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := Start(ctx, opts); !errors.Is(err, ErrBoot) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Start with a stopped template: %v", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); alive(first); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stopped template %d was not killed", first)
+		}
+	}
+	pidOf(t, forked(t, opts))
+	if tmpl.PID() == first {
+		t.Fatal("no new template")
+	}
+}
