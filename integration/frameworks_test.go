@@ -829,8 +829,8 @@ var uploadContent = bytes.Repeat([]byte("peregrine upload\n"), 1000)
 
 // laravelJourney: three clients through the example and a few probes: logins right and
 // wrong, validation errors, flash, Eloquent notes, an upload, a session cookie the client made
-// up, the JSON API and its 422, a cookie, probes that change state, a static file, a 404,
-// /index.php/..., logout.
+// up, a form without its CSRF token, the JSON API and its 422, a cookie, probes that change
+// state, a static file, a 404, HEAD, /index.php/..., logout.
 var laravelJourney = journey{
 	steps: []journeyStep{
 		{who: "anon", method: "GET", path: "/"},
@@ -863,6 +863,9 @@ var laravelJourney = journey{
 		{who: "bob", method: "GET", path: "/probe/view/get"},
 		{who: "anon", method: "GET", path: "/style.css"},
 		{who: "anon", method: "GET", path: "/no/such/page"},
+		{who: "anon", method: "HEAD", path: "/"},
+		// A form posted without its CSRF token: 419.
+		{who: "bob", method: "POST", path: "/notes", body: "text=forged", contentType: "application/x-www-form-urlencoded"},
 		{who: "anon", method: "GET", path: "/index.php"},
 		{who: "bob", method: "GET", path: "/index.php/whoami"},
 		{who: "anon", method: "GET", path: "/index.php/api/hello?x=1"},
@@ -882,7 +885,7 @@ var laravelJourney = journey{
 // symfonyJourney: the same for the Symfony example (its forms have no CSRF token): logins
 // right and wrong, flash, the security token per user, a session id the client chose, the JSON
 // API and its 422, a StreamedResponse, a BinaryFileResponse, a kernel.reset service, a static
-// file, a 404, /index.php/..., logout.
+// file, a 404, HEAD, /index.php/..., logout.
 var symfonyJourney = journey{steps: []journeyStep{
 	{"anon", "GET", "/", "", "", ""},
 	{"alice", "GET", "/account", "", "", ""},
@@ -909,6 +912,7 @@ var symfonyJourney = journey{steps: []journeyStep{
 	{"bob", "GET", "/probe/memo/get", "", "", ""},
 	{"anon", "GET", "/style.css", "", "", ""},
 	{"anon", "GET", "/no/such/page", "", "", ""},
+	{"anon", "HEAD", "/", "", "", ""},
 	{"anon", "GET", "/index.php", "", "", ""},
 	{"alice", "GET", "/index.php/whoami", "", "", ""},
 	{"anon", "GET", "/index.php/hello", "", "", ""},
