@@ -562,6 +562,23 @@ func TestFrameworkFlagErrors(t *testing.T) {
 	}
 }
 
+// TestSymfonyBootFailureFailsTheStart: the runner boots the kernel before the first request, so
+// an app whose container cannot be built makes `serve --symfony` exit 1 with Symfony's error,
+// as a worker script that fails at start does, instead of answering every request with 500.
+func TestSymfonyBootFailureFailsTheStart(t *testing.T) {
+	t.Parallel()
+	requireSymfony(t)
+	app := symfonyApp(t)
+	broken := "<?php\nthrow new RuntimeException('container broken on purpose');\n"
+	if err := os.WriteFile(filepath.Join(app, "config", "packages", "broken.php"), []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runCLI(t, app, nil, "serve", "--symfony", app, "--address", "127.0.0.1:0")
+	if code != 1 || !strings.Contains(out, "container broken on purpose") {
+		t.Errorf("serve --symfony with a broken container: exit %d, want 1 with the error; output:\n%s", code, out)
+	}
+}
+
 func requireSymfony(t *testing.T) {
 	t.Helper()
 	for _, f := range []string{"Bundle/FrameworkBundle", "Bundle/SecurityBundle", "Component/Runtime", "Component/Dotenv"} {

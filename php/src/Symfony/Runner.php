@@ -16,7 +16,7 @@ use Symfony\Component\Runtime\RunnerInterface;
 use Symfony\Contracts\Service\ResetInterface;
 
 /**
- * Runner serves requests with one Symfony HTTP kernel, booted by the first request and kept
+ * Runner serves requests with one Symfony HTTP kernel, booted before the first request and kept
  * for the life of the worker, on Peregrine's native runtime:
  *
  *     peregrine_handle_request(
@@ -70,6 +70,12 @@ final class Runner implements RunnerInterface
                 $kernel->terminate($request, $response);
             }
         };
+        // Booted here, not by the first request: what the boot sets with ini_set() then belongs
+        // to the worker, where the native runtime would put it back after that request; and a
+        // kernel that cannot boot fails the worker's start, with its error, not a request.
+        if ($kernel instanceof Kernel) {
+            $kernel->boot();
+        }
         $reset = self::resetter($kernel);
         $leaks = getenv('PEREGRINE_DEBUG_LEAKS') === '1' ? new LeakReport() : null;
         while (\peregrine_handle_request($handle)) {
