@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <strings.h>
 #include <sys/time.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -250,21 +251,58 @@ static void add_header_var(struct pg_request *r, size_t first)
 		5 + hd->name_len, len};
 }
 
+/* nginx's $remote_user, which Debian's fastcgi.conf passes as REMOTE_USER: the user name of a
+ * "Basic" Authorization header (base64 decoded up to its first "=", as ngx_decode_base64 does,
+ * then cut at the colon), or "" when there is none or it is malformed. */
+static const char *remote_user(struct pg_request *r, const char *auth)
+{
+	static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	size_t n = 0;
+	unsigned acc = 0, bits = 0;
+
+	if (auth == NULL || strncasecmp(auth, "Basic ", 6) != 0)
+		return "";
+	for (auth += 6; *auth == ' '; auth++)
+		;
+	for (; auth[n] != '\0' && auth[n] != '='; n++)
+		if (strchr(b64, auth[n]) == NULL)
+			return "";
+	if (n == 0 || n % 4 == 1)
+		return "";
+	char *user = arena_dup(r, "", 0, NULL, n * 3 / 4), *p = user;
+	for (size_t i = 0; i < n; i++) {
+		acc = acc << 6 | (unsigned)(strchr(b64, auth[i]) - b64);
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			*p++ = (char)(acc >> bits & 0xff);
+		}
+	}
+	*p = '\0';
+	char *colon = memchr(user, ':', (size_t)(p - user));
+	if (colon == NULL || colon == user)
+		return "";
+	*colon = '\0';
+	return user;
+}
+
 /* Builds the request's server variables in the order FPM behind nginx registers them: the
  * fields of the frame, the headers, then the server parameters as given. */
 static void prepare_vars(struct pg_request *r)
 {
 	const struct pg_head *h = &r->head;
+	const char *auth = header_value(h, "authorization");
 	size_t head_len = 0;
 	const char *v;
 
-	/* Names (HTTP_ + name), joined values, and PHP_SELF (two fields of the head). */
+	/* Names (HTTP_ + name), joined values, PHP_SELF (two fields of the head), REMOTE_USER. */
 	for (size_t i = 0; i < h->nheaders; i++)
 		head_len += h->headers[i].name_len + h->headers[i].value_len + 16;
-	r->arena_cap = head_len + r->head_len + 64;
+	r->arena_cap = head_len + r->head_len + (auth ? strlen(auth) : 0) + 64;
 	r->arena = pg_xmalloc(r->arena_cap);
-	r->vars = pg_xmalloc((16 + h->nheaders + h->nparams) * sizeof(*r->vars));
+	r->vars = pg_xmalloc((20 + h->nheaders + h->nparams) * sizeof(*r->vars));
 
+	add_var(r, "FCGI_ROLE", "RESPONDER"); /* FPM's, from the FastCGI request's role */
 	add_var(r, "REQUEST_METHOD", h->field[PG_METHOD]);
 	add_var(r, "REQUEST_URI", h->field[PG_URI]);
 	add_var(r, "QUERY_STRING", h->field[PG_QUERY]);
@@ -282,6 +320,7 @@ static void prepare_vars(struct pg_request *r)
 	add_var(r, "CONTENT_LENGTH", v ? v : "");
 	add_var(r, "GATEWAY_INTERFACE", "CGI/1.1");
 	add_var(r, "SERVER_SOFTWARE", "peregrine");
+	add_var(r, "REMOTE_USER", remote_user(r, auth));
 	for (size_t i = 0; i < h->nheaders; i++)
 		add_header_var(r, i);
 	for (size_t i = 0; i < h->nparams; i++)

@@ -65,8 +65,23 @@ void pg_request_info_clear(void)
 	SG(request_info).cookie_data = NULL;
 }
 
+/* PHP's own import of the process environment, which pg_startup replaces for getenv(). */
+static void (*import_process_environment)(zval *arr);
+
+/* getenv() without a name, as under FPM (whose import is cgi_php_import_environment_variables):
+ * the process environment, then the request's variables. */
+static void import_with_request(zval *arr)
+{
+	import_process_environment(arr);
+	for (size_t i = 0; pg.active && i < pg.req.nvars; i++)
+		add_assoc_stringl_ex(arr, pg.req.vars[i].name, pg.req.vars[i].name_len, (char *)pg.req.vars[i].value,
+				     pg.req.vars[i].value_len);
+}
+
 static int pg_startup(sapi_module_struct *module)
 {
+	import_process_environment = php_import_environment_variables;
+	php_import_environment_variables = import_with_request;
 	return php_module_startup(module, NULL);
 }
 
@@ -225,7 +240,7 @@ static bool env_unchanged(void)
 static void import_environment(zval *arr)
 {
 	if (!pg.worker || !pg.active) {
-		php_import_environment_variables(arr);
+		import_process_environment(arr);
 		return;
 	}
 	if (!env_unchanged()) {
@@ -235,7 +250,7 @@ static void import_environment(zval *arr)
 		if (env_cache.vars != NULL)
 			zend_array_release(env_cache.vars);
 		array_init(&vars);
-		php_import_environment_variables(&vars);
+		import_process_environment(&vars);
 		env_cache.vars = Z_ARRVAL(vars);
 		while (environ != NULL && environ[n] != NULL)
 			n++;
@@ -320,7 +335,8 @@ PHP_FUNCTION(fastcgi_finish_request)
 }
 
 /* getallheaders(), as FPM builds it from the HTTP_* variables: "HTTP_USER_AGENT" is
- * "User-Agent", plus Content-Type and Content-Length. */
+ * "User-Agent", plus Content-Type and Content-Length when they are not empty (FPM lists them
+ * empty too: docs/compatibility.md says why not here). */
 PHP_FUNCTION(getallheaders)
 {
 	ZEND_PARSE_PARAMETERS_NONE();

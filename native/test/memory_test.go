@@ -47,7 +47,8 @@ func mixed(t *testing.T, i int, dir string) request {
 	case 8:
 		return caseRequest("throw", request{})
 	case 9:
-		return caseRequest("server", request{URI: "/server.php?q=" + strconv.Itoa(i), Headers: []field{{"cookie", "a=b"}, {"x-multi", "1"}, {"x-multi", "2"}}})
+		return caseRequest("server", request{URI: "/server.php?q=" + strconv.Itoa(i), Headers: []field{{"cookie", "a=b"}, {"x-multi", "1"}, {"x-multi", "2"},
+			{"authorization", "Basic dXNlcjpwdw=="}, {"authorization", "Basic c2Vjb25kOng="}}})
 	case 10:
 		return caseRequest("noread", request{Method: "PUT", Body: make([]byte, 100<<10), Headers: []field{{"content-length", "102400"}}})
 	}

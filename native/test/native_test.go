@@ -255,13 +255,17 @@ func TestCases(t *testing.T) {
 							"CONTENT_TYPE": "", "CONTENT_LENGTH": "", "HTTP_HOST": "example.test", "HTTP_X_MULTI": "a, b",
 							"HTTP_PROXY": nil, "GATEWAY_INTERFACE": "CGI/1.1", "SERVER_SOFTWARE": "peregrine",
 							"SCRIPT_NAME": "/server.php", "PATH_INFO": "/extra", "PHP_SELF": "/server.php/extra",
-							"DOCUMENT_ROOT": cases, "SERVER_NAME": "example.test", "PHP_AUTH_USER": "user", "PHP_AUTH_PW": "pw"}
+							"DOCUMENT_ROOT": cases, "SERVER_NAME": "example.test", "PHP_AUTH_USER": "user", "PHP_AUTH_PW": "pw",
+							"REMOTE_USER": "user", "FCGI_ROLE": "RESPONDER"}
 						if !reflect.DeepEqual(v["server"], want) {
 							t.Errorf("$_SERVER:\n got %v\nwant %v", v["server"], want)
 						}
 						headers := map[string]any{"Host": "example.test", "X-Multi": "a, b", "Authorization": "Basic dXNlcjpwdw==", "Cookie": "k=v"}
 						if !reflect.DeepEqual(v["headers"], headers) || v["apache"] != true {
 							t.Errorf("getallheaders(): %v, want %v", v["headers"], headers)
+						}
+						if v["getenv_all"] != true {
+							t.Errorf("getenv() without a name lacks the request's variables, as FPM's has them")
 						}
 						if v["time"] != true || v["getenv"] != "127.0.0.1" || v["getenv_proxy"] != false ||
 							v["filter_get"] != "1" || v["filter_server"] != "127.0.0.1" {
@@ -275,6 +279,27 @@ func TestCases(t *testing.T) {
 				{"server", request{}, func(t *testing.T, a *answer) {
 					if v := decode(t, a); v["cookie"] != nil && len(v["cookie"].([]any)) != 0 || v["filter_get"] != nil {
 						t.Errorf("the previous request's cookie or query is still there: %v %v", v["cookie"], v["filter_get"])
+					}
+				}},
+				// REMOTE_USER is nginx's $remote_user: the Basic user name, "" when there is none.
+				{"server", request{Headers: []field{{"authorization", "bAsIc   YWxpY2U6czNj"}}}, func(t *testing.T, a *answer) {
+					if u := decode(t, a)["server"].(map[string]any)["REMOTE_USER"]; u != "alice" {
+						t.Errorf("REMOTE_USER %q for alice's Basic credentials", u)
+					}
+				}},
+				{"server", request{Headers: []field{{"authorization", "Basic Ym9i"}}}, func(t *testing.T, a *answer) {
+					if u := decode(t, a)["server"].(map[string]any)["REMOTE_USER"]; u != "" {
+						t.Errorf("REMOTE_USER %q for credentials without a colon", u)
+					}
+				}},
+				{"server", request{Headers: []field{{"authorization", "Basic YWxpY2U6czNj!"}}}, func(t *testing.T, a *answer) {
+					if u := decode(t, a)["server"].(map[string]any)["REMOTE_USER"]; u != "" {
+						t.Errorf("REMOTE_USER %q for credentials that are not base64", u)
+					}
+				}},
+				{"server", request{Headers: []field{{"authorization", "Bearer abc"}}}, func(t *testing.T, a *answer) {
+					if u := decode(t, a)["server"].(map[string]any)["REMOTE_USER"]; u != "" {
+						t.Errorf("REMOTE_USER %q for a Bearer token", u)
 					}
 				}},
 				{"shutdown", request{}, func(t *testing.T, a *answer) { wantBody(t, a, "main+shutdown") }},
