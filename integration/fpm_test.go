@@ -37,8 +37,9 @@ func requireNginxFPM(t *testing.T) {
 // /index.php/some/path) with the try_files of WordPress's and Laravel's nginx guides
 // (`$uri $uri/ /index.php?$query_string`; Symfony's guide's `$uri /index.php$is_args$args`
 // sends the same requests to index.php), and returns the base URL. FPM's pool is its defaults
-// (clear_env, php.ini-production) with 2 static children. Both are stopped by pid at cleanup.
-func startNginxFPM(t *testing.T, docroot string) string {
+// (clear_env, php.ini-production) with 2 static children, and phpIni's name, value pairs as
+// php_admin_value (what workers.php_ini sets in Peregrine). Both are stopped by pid at cleanup.
+func startNginxFPM(t *testing.T, docroot string, phpIni ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -56,6 +57,9 @@ func startNginxFPM(t *testing.T, docroot string) string {
 	}
 	fpmConf := fmt.Sprintf("[global]\npid = %s/fpm.pid\nerror_log = %s/fpm.log\ndaemonize = no\n[www]\n%s"+
 		"listen = %s\npm = static\npm.max_children = 2\n", dir, dir, userFPM, sock)
+	for i := 0; i+1 < len(phpIni); i += 2 {
+		fpmConf += fmt.Sprintf("php_admin_value[%s] = %s\n", phpIni[i], phpIni[i+1])
+	}
 	nginxConf := userNginx + fmt.Sprintf(`worker_processes 1;
 pid %[1]s/nginx.pid;
 error_log %[1]s/nginx-error.log warn;

@@ -1,0 +1,5 @@
+<?php
+function helper_name()
+{
+    return 'sub helper';
+}
