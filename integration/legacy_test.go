@@ -342,10 +342,6 @@ func legacyKnownDifferences(ref, got *answer) {
 			ref.body = strings.Replace(ref.body, "\n"+h+": \n", "\n", 1)
 		}
 	}
-	// X-Accel-Buffering goes to the client; nginx acts on it and hides it.
-	if _, ok := ref.headers["X-Accel-Buffering"]; !ok {
-		delete(got.headers, "X-Accel-Buffering")
-	}
 }
 
 // TestClassicModeAnswersAsNginxFPM serves testdata/legacy with classic mode and with nginx +

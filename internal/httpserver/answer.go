@@ -166,9 +166,11 @@ func (a *answer) writeHeader(whole bool) {
 	hdr := a.w.Header()
 	for _, f := range a.headers {
 		key := http.CanonicalHeaderKey(f.Name)
-		switch key {
-		case "Content-Length", "Transfer-Encoding":
+		switch {
+		case key == "Content-Length", key == "Transfer-Encoding":
 			continue // the body's real length is what counts
+		case isAccelHeader(key):
+			continue
 		}
 		hdr[key] = append(hdr[key], f.Value)
 	}
@@ -333,13 +335,20 @@ func (a *answer) sendFile() {
 	hdr := a.w.Header()
 	for _, f := range a.headers {
 		key := http.CanonicalHeaderKey(f.Name)
-		switch key {
-		case "Content-Length", "Transfer-Encoding", "X-Sendfile", "X-Accel-Redirect":
+		switch {
+		case key == "Content-Length", key == "Transfer-Encoding", key == "X-Sendfile", isAccelHeader(key):
 			continue
 		}
 		hdr[key] = append(hdr[key], f.Value)
 	}
 	root.ServeFile(a.w, a.r, file)
+}
+
+// isAccelHeader reports whether the canonical header name key is one of nginx's X-Accel-*
+// headers (X-Accel-Redirect, -Buffering, -Expires, -Limit-Rate, -Charset): instructions from PHP
+// to the server that nginx acts on or ignores, and never passes to the client.
+func isAccelHeader(key string) bool {
+	return len(key) > len("X-Accel-") && key[:len("X-Accel-")] == "X-Accel-"
 }
 
 // errSendfileDenied is why sendfilePath refuses a file.

@@ -159,6 +159,25 @@ func checkSendfilePath(t *testing.T, root string, dirs []string, header, value, 
 	}
 }
 
+// TestAccelHeadersStayWithTheServer: nginx's X-Accel-* headers are instructions to the server,
+// which nginx never passes to the client; nor does Peregrine.
+func TestAccelHeadersStayWithTheServer(t *testing.T) {
+	payload := responsePayload(t, 200, "body", "x-accel-buffering", "no", "X-Accel-Expires", "60", "X-Accel-Charset", "utf-8",
+		"X-Acceleration", "kept", "X-Custom", "kept")
+	h := NewHandler(frameRunner{{protocol.TypeResponse, 0, payload}}, Options{})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	got := rec.Header()
+	for _, name := range []string{"X-Accel-Buffering", "X-Accel-Expires", "X-Accel-Charset"} {
+		if v, ok := got[name]; ok {
+			t.Errorf("%s reached the client: %q", name, v)
+		}
+	}
+	if got.Get("X-Acceleration") != "kept" || got.Get("X-Custom") != "kept" || rec.Body.String() != "body" {
+		t.Errorf("other headers or the body lost: %v %q", got, rec.Body)
+	}
+}
+
 func TestSendfileHeaderIsFoundInAnyCase(t *testing.T) {
 	for _, name := range []string{"X-Sendfile", "x-sendfile", "X-SENDFILE", "x-accel-redirect", "X-Accel-Redirect"} {
 		f := sendfileHeader([]protocol.Field{{Name: "Content-Type", Value: "a/b"}, {Name: name, Value: "/f"}})
