@@ -334,9 +334,9 @@ PHP_FUNCTION(fastcgi_finish_request)
 	RETURN_TRUE;
 }
 
-/* getallheaders(), as FPM builds it from the HTTP_* variables: "HTTP_USER_AGENT" is
- * "User-Agent", plus Content-Type and Content-Length when they are not empty (FPM lists them
- * empty too: docs/compatibility.md says why not here). */
+/* getallheaders(), as FPM builds it from the request's variables: "HTTP_USER_AGENT" is
+ * "User-Agent", and Content-Type and Content-Length are listed even empty (nginx passes both for
+ * every request). */
 PHP_FUNCTION(getallheaders)
 {
 	ZEND_PARSE_PARAMETERS_NONE();
@@ -346,8 +346,6 @@ PHP_FUNCTION(getallheaders)
 		char name[256];
 		size_t n = 0;
 		if (strcmp(v->name, "CONTENT_TYPE") == 0 || strcmp(v->name, "CONTENT_LENGTH") == 0) {
-			if (v->value_len == 0)
-				continue;
 			n = v->name[8] == 'T' ? 12 : 14;
 			memcpy(name, v->name[8] == 'T' ? "Content-Type" : "Content-Length", n);
 		} else if (v->name_len > 5 && v->name_len < sizeof(name) + 5 && strncmp(v->name, "HTTP_", 5) == 0) {

@@ -35,9 +35,14 @@ func TestNativeServerServe(t *testing.T) {
 	want := map[string]any{"method": "POST", "uri": "/x?q=1", "query": map[string]any{"q": "1"}, "host": "localhost",
 		"cookies": map[string]any{"k": "v"}, "body": "", "parsed": map[string]any{"title": "t"},
 		"files":  map[string]any{"doc": []any{"d.txt", float64(10), float64(0), true}},
-		"remote": []any{"127.0.0.1", float64(40000)}, "scheme": "http", "protocol": "HTTP/1.1", "resets": float64(0)}
+		"remote": []any{"127.0.0.1", float64(40000)}, "scheme": "http", "protocol": "HTTP/1.1", "resets": float64(0),
+		"headers": v["headers"]}
 	if !reflect.DeepEqual(v, want) {
 		t.Errorf("the Request the handler saw:\n got %v\nwant %v", v, want)
+	}
+	// A GET has no Content-Type or Content-Length, though getallheaders() lists them empty.
+	if v := decode(t, p.do(t, request{URI: "/get", Headers: []field{{"host", "localhost"}}})); !reflect.DeepEqual(v["headers"], []any{"host"}) {
+		t.Errorf("a GET's headers: %v, want only host", v["headers"])
 	}
 
 	a = p.do(t, request{URI: "/throw"})
@@ -47,8 +52,8 @@ func TestNativeServerServe(t *testing.T) {
 
 	a = p.do(t, request{Method: "PUT", URI: "/put", Body: []byte("a=1"), Headers: []field{{"content-type", "application/x-www-form-urlencoded"}}})
 	v = decode(t, a)
-	if v["body"] != "a=1" || !reflect.DeepEqual(v["parsed"], map[string]any{"a": "1"}) || v["resets"] != float64(2) {
-		t.Errorf("PUT form: body %v parsed %v resets %v; want the body, its fields and 2 resets before", v["body"], v["parsed"], v["resets"])
+	if v["body"] != "a=1" || !reflect.DeepEqual(v["parsed"], map[string]any{"a": "1"}) || v["resets"] != float64(3) {
+		t.Errorf("PUT form: body %v parsed %v resets %v; want the body, its fields and 3 resets before", v["body"], v["parsed"], v["resets"])
 	}
 	p.in.Close()
 	p.waitExit(t)
@@ -67,12 +72,15 @@ func TestNativeServerPsr(t *testing.T) {
 	v := decode(t, a)
 	want := map[string]any{"method": "POST", "uri": "http://localhost/p?q=1", "query": map[string]any{"q": "1"},
 		"parsed": map[string]any{"a": "1", "b": []any{"2"}}, "body": "a=1&b[]=2", "files": []any{},
-		"cookies": map[string]any{"k": "v"}, "version": "1.1", "resets": float64(0)}
+		"cookies": map[string]any{"k": "v"}, "version": "1.1", "resets": float64(0), "headers": v["headers"]}
 	if !reflect.DeepEqual(v, want) {
 		t.Errorf("the ServerRequest the handler saw:\n got %v\nwant %v", v, want)
 	}
+	if v := decode(t, p.do(t, request{URI: "/get", Headers: []field{{"host", "localhost"}}})); !reflect.DeepEqual(v["headers"], []any{"Host"}) {
+		t.Errorf("a GET's headers: %v, want only Host", v["headers"])
+	}
 	ct, body := multipartBody(t, nil, multipartFile{"up", "u.bin", 7})
-	if v := decode(t, p.do(t, post(ct, body))); !reflect.DeepEqual(v["files"], map[string]any{"up": []any{"u.bin", float64(7)}}) || v["resets"] != float64(1) {
+	if v := decode(t, p.do(t, post(ct, body))); !reflect.DeepEqual(v["files"], map[string]any{"up": []any{"u.bin", float64(7)}}) || v["resets"] != float64(2) {
 		t.Errorf("uploaded files %v resets %v", v["files"], v["resets"])
 	}
 }

@@ -32,7 +32,7 @@ switch (getenv('NATIVE_MODE')) {
                 json_encode(['method' => $r->method, 'uri' => $r->uri, 'query' => $r->queryParams, 'host' => $r->header('Host'),
                     'cookies' => $r->cookies, 'body' => $r->body, 'parsed' => $r->parsedBody, 'files' => $files,
                     'remote' => [$r->remoteAddr, $r->remotePort], 'scheme' => $r->scheme, 'protocol' => $r->protocol,
-                    'resets' => $resets], JSON_THROW_ON_ERROR));
+                    'resets' => $resets, 'headers' => array_keys($r->headers)], JSON_THROW_ON_ERROR));
         });
         break;
     case 'psr':
@@ -43,7 +43,8 @@ switch (getenv('NATIVE_MODE')) {
                 ->withBody($factory->createStream(json_encode(['method' => $r->getMethod(), 'uri' => (string) $r->getUri(),
                     'query' => $r->getQueryParams(), 'parsed' => $r->getParsedBody(), 'body' => (string) $r->getBody(),
                     'files' => array_map(static fn ($f) => [$f->getClientFilename(), $f->getSize()], $r->getUploadedFiles()),
-                    'cookies' => $r->getCookieParams(), 'version' => $r->getProtocolVersion(), 'resets' => $resets], JSON_THROW_ON_ERROR)));
+                    'cookies' => $r->getCookieParams(), 'version' => $r->getProtocolVersion(), 'resets' => $resets,
+                    'headers' => array_keys($r->getHeaders())], JSON_THROW_ON_ERROR)));
         }, $factory);
         break;
     case 'globals':

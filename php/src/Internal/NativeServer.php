@@ -204,6 +204,12 @@ final class NativeServer
         }
     }
 
+    /** Content-Type and Content-Length, which getallheaders() lists even empty, as FPM's does. */
+    private static function isBodyHeader(string $name): bool
+    {
+        return $name === 'Content-Type' || $name === 'Content-Length';
+    }
+
     /** Builds the Request from PHP's own view of it. */
     private static function request(): Request
     {
@@ -211,6 +217,9 @@ final class NativeServer
         $multipart = self::isMultipart();
         $headers = [];
         foreach (getallheaders() as $name => $value) {
+            if ($value === '' && self::isBodyHeader($name)) {
+                continue; // getallheaders() lists them empty, as FPM's: the request has none
+            }
             $headers[strtolower($name)] = [$value];
         }
         // A GET or HEAD without a Content-Length has no body (the server states the length of
@@ -258,6 +267,9 @@ final class NativeServer
         $psr = $factory->createServerRequest($method, self::scheme() . '://' . $host . ($_SERVER['REQUEST_URI'] ?? '/'), $_SERVER)
             ->withProtocolVersion(str_starts_with($protocol, 'HTTP/') ? substr($protocol, 5) : $protocol);
         foreach (getallheaders() as $name => $value) {
+            if ($value === '' && self::isBodyHeader($name)) {
+                continue;
+            }
             $psr = $psr->withHeader($name, $value);
         }
         $multipart = self::isMultipart();
