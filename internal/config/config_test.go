@@ -206,18 +206,31 @@ func TestReference(t *testing.T) {
 	want.Workers.Command = []string{"php", "worker.php"}
 	assertEqual(t, c, want)
 
-	// It names every key of the schema.
-	data, _ := os.ReadFile("testdata/reference.yaml")
+	// It names every key of the schema, and so does the README's configuration block.
+	reference, err := os.ReadFile("testdata/reference.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, _ := strings.Cut(string(readme), "## Configuration")
+	block, _, _ = strings.Cut(block, "\n```\n")
+	docs := map[string]string{"testdata/reference.yaml": string(reference), "README.md's configuration block": block}
 	_, keys := names()
-	for section, list := range keys {
-		indent := strings.Repeat("  ", strings.Count(section, ".")+1) // http.tls keys sit deeper
-		for _, k := range list {
-			if !strings.Contains(string(data), "\n"+indent+k+":") {
-				t.Errorf("testdata/reference.yaml lacks %s.%s", section, k)
+	for doc, data := range docs {
+		for section, list := range keys {
+			indent := strings.Repeat("  ", strings.Count(section, ".")+1) // http.tls keys sit deeper
+			for _, k := range list {
+				if !strings.Contains(data, "\n"+indent+k+":") {
+					t.Errorf("%s lacks %s.%s", doc, section, k)
+				}
 			}
 		}
 	}
 }
+
 
 // TestSchemaMatchesTags checks that the schema reads and writes exactly the keys that the
 // struct tags document, in the same order.
