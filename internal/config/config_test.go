@@ -231,7 +231,6 @@ func TestReference(t *testing.T) {
 	}
 }
 
-
 // TestSchemaMatchesTags checks that the schema reads and writes exactly the keys that the
 // struct tags document, in the same order.
 func TestSchemaMatchesTags(t *testing.T) {
