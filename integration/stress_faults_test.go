@@ -31,7 +31,18 @@ const faultsConfig = "workers:\n  command: php %s\n  count: 4\n  exec_timeout: 1
 // attributes to a killed pid, and the non-200 answers are as many as the kills that found
 // their worker running a request.
 func TestStressKill9(t *testing.T) {
-	s := startStress(t, strings.Replace(faultsConfig, "%s", fixture(t, "app.php"), 1))
+	stressKill9(t, strings.Replace(faultsConfig, "%s", fixture(t, "app.php"), 1))
+}
+
+// TestStressKill9Forked is the same on workers forked from a template (workers.fork, native
+// runtime): a forked worker's death is noticed, counted and replaced (by a fork) as an exec'd
+// one's.
+func TestStressKill9Forked(t *testing.T) {
+	stressKill9(t, strings.Replace(faultsConfig, "%s", fixture(t, "app.php"), 1)+"  runtime: native\n  fork: true\n")
+}
+
+func stressKill9(t *testing.T, config string) {
+	s := startStress(t, config)
 	watch := s.poll(t, 5*time.Millisecond)
 	duration := scaled(30 * time.Second)
 	l := startLoad(t, s.URL, loadOptions{Phases: []phase{{backgroundRate, duration}}})
