@@ -115,6 +115,27 @@ static void ensure_opcache(char **argv)
 	free(args);
 }
 
+/* A forked worker's command line is the template's: takes --template out of it, in place in the
+ * memory /proc/PID/cmdline shows (the strings of argv are contiguous there), and out of argv, so
+ * that ps tells the workers from their template. Returns the new argc. */
+static int drop_template_flag(int argc, char **argv)
+{
+	const size_t len = sizeof("--template"); /* with its NUL */
+	int k = 1;
+
+	while (k < argc && strcmp(argv[k], "--template") != 0)
+		k++;
+	if (k == argc)
+		return argc;
+	char *end = argv[argc - 1] + strlen(argv[argc - 1]) + 1;
+	memmove(argv[k], argv[k] + len, (size_t)(end - (argv[k] + len)));
+	memset(end - len, 0, len);
+	for (int j = k; j < argc - 1; j++)
+		argv[j] = argv[j + 1] - len;
+	argv[argc - 1] = NULL;
+	return argc - 1;
+}
+
 int main(int argc, char **argv)
 {
 	smart_string ini = {0};
@@ -153,10 +174,15 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	ensure_opcache(argv);
-	if (template && !pg_template_serve())
+	if (template && !pg_template_serve()) {
 		status = 0; /* the template, at the end of its control socket */
-	else            /* a worker, started by exec or forked by the template */
+	} else { /* a worker, started by exec or forked by the template */
+		if (template) {
+			argc = drop_template_flag(argc, argv);
+			i--;
+		}
 		status = serve(argc - i, argv + i);
+	}
 	php_module_shutdown();
 	sapi_shutdown();
 	free(pg.out);

@@ -167,6 +167,14 @@ func TestTemplate(t *testing.T) {
 				if comm := procComm(t, pid); comm != "peregrine-php" {
 					t.Errorf("forked worker %d is named %q, want peregrine-php", pid, comm)
 				}
+				// Its command line is the template's without --template: ps tells them apart.
+				cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+				// (without what the runtime adds when it starts itself again to load OPcache)
+				args = slices.DeleteFunc(args, func(a string) bool { return a == "-dzend_extension=opcache.so" })
+				if want := m.argv(ini...); err != nil || !slices.Equal(args, want) {
+					t.Errorf("forked worker %d: command line %q, want %q (%v)", pid, args, want, err)
+				}
 				wantBody(t, p.do(t, caseRequest("hello", request{})), "Hello, world!")
 				wantBody(t, p.do(t, caseRequest("cloexec", request{})), "checked")
 				s := p.do(t, caseRequest("session", request{URI: "/session.php?user=alice"}))
