@@ -108,6 +108,8 @@ func legacyRequests() []legacyRequest {
 		{method: "HEAD", path: "/cookies.php"},
 		{method: "GET", path: "/redirect.php"},
 		{method: "GET", path: "/redirect.php?to=https://example.com/elsewhere"},
+		{method: "POST", path: "/redirect.php", headers: ct(form), body: "saved=1"},
+		{method: "PUT", path: "/redirect.php", headers: ct(form), body: "saved=1"},
 		{method: "GET", path: "/sub/landed.php?from=redirect"},
 		{method: "GET", path: "/created.php"},
 		{method: "GET", path: "/status.php"},

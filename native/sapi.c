@@ -85,13 +85,11 @@ static int pg_startup(sapi_module_struct *module)
 	return php_module_startup(module, NULL);
 }
 
-/* sapi_activate() resets proto_num to HTTP/1.0; set the request's ("HTTP/1.1" is 1001). */
+/* HTTP/1.0 whatever the request's protocol, as FPM's init_request_info() sets it: PHP's
+ * header("Location: ...") then answers 302 after a POST, where proto_num > 1000 would make it 303. */
 static int pg_activate(void)
 {
-	const char *p = pg.active ? pg.req.head.field[PG_PROTOCOL] : "";
-
-	if (strncmp(p, "HTTP/", 5) == 0 && p[5] >= '0' && p[5] <= '9')
-		SG(request_info).proto_num = (p[5] - '0') * 1000 + (p[6] == '.' ? atoi(p + 7) : 0);
+	SG(request_info).proto_num = 1000;
 	return SUCCESS;
 }
 

@@ -155,6 +155,10 @@ func TestCases(t *testing.T) {
 					wantHeader(t, a, "Location", "/next")
 					wantBody(t, a, "redirecting")
 				}},
+				// After a POST too, as under FPM, which tells PHP every request is HTTP/1.0.
+				{"location", post("application/x-www-form-urlencoded", []byte("a=1")), func(t *testing.T, a *answer) {
+					wantStatus(t, a, 302)
+				}},
 				{"die", request{}, func(t *testing.T, a *answer) {
 					wantStatus(t, a, 200)
 					wantHeader(t, a, "Content-Type", "text/plain;charset=UTF-8")

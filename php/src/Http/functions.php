@@ -28,8 +28,8 @@ function input(): string
 /**
  * Sets a response header in Worker::serveGlobals(), with the semantics of PHP's header():
  * "Name: value" replaces earlier headers of that name unless $replace is false;
- * "HTTP/1.1 404 Not Found" sets the status; "Location:" implies 302 (303 after a non-GET
- * HTTP/1.1 request) unless the status is already 201 or 3xx; "WWW-Authenticate:" implies 401;
+ * "HTTP/1.1 404 Not Found" sets the status; "Location:" implies 302 (after a POST too, as under
+ * PHP-FPM) unless the status is already 201 or 3xx; "WWW-Authenticate:" implies 401;
  * a non-zero $response_code sets the status.
  *
  * PHP's own header() cannot be used there: under the CLI SAPI it records nothing.

@@ -32,8 +32,6 @@ final class Superglobals
     private static array $headers = [];
     private static bool $defaultType = true;
     private static string $input = '';
-    private static string $method = '';
-    private static string $protocol = '';
     private static bool $stuck = false;
 
     public function __construct(private readonly ServerParams $server)
@@ -51,8 +49,6 @@ final class Superglobals
         self::$headers = [];
         self::$defaultType = true;
         self::$input = $request->body;
-        self::$method = $request->method;
-        self::$protocol = $request->protocol;
         http_response_code(200);
 
         $_SERVER = $this->server->build($request, microtime(true));
@@ -182,13 +178,9 @@ final class Superglobals
         } elseif ($lower === 'location') {
             $status = (int) http_response_code();
             if (($status < 300 || $status > 399) && $status !== 201) {
-                if ($responseCode !== 0) {
-                    http_response_code($responseCode);
-                } elseif (self::$protocol !== 'HTTP/1.0' && self::$method !== 'GET' && self::$method !== 'HEAD') {
-                    http_response_code(303);
-                } else {
-                    http_response_code(302);
-                }
+                // 302 whatever the method: PHP would answer 303 after a POST over HTTP/1.1, but
+                // PHP-FPM tells PHP every request is HTTP/1.0 (proto_num 1000).
+                http_response_code($responseCode !== 0 ? $responseCode : 302);
             }
         } elseif ($lower === 'www-authenticate') {
             http_response_code(401);
