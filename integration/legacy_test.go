@@ -118,6 +118,8 @@ func legacyRequests() []legacyRequest {
 		{method: "GET", path: "/status.php?status=403%20Forbidden"},
 		{method: "GET", path: "/status.php?code=204"},
 		{method: "GET", path: "/status.php?code=304"},
+		{method: "GET", path: "/status.php?code=99"}, // nginx refuses it from FPM: 502
+		{method: "GET", path: "/status.php?code=-1"},
 		{method: "GET", path: "/contentlength.php"},
 		{method: "GET", path: "/auth.php"},
 		{method: "GET", path: "/auth.php", headers: []string{"Authorization", "Basic YWxpY2U6czNjcmV0"}},

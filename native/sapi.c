@@ -161,6 +161,21 @@ static void append_header(smart_string *buf, const sapi_header_struct *h, int *s
 	smart_string_appendc(buf, '\0');
 }
 
+/* Answers 502 with no header and no body, now, for a status the answer cannot carry: PHP lets
+ * http_response_code() set any int (1000, 65736, -1), and nginx answers 502 when FPM passes
+ * such a status on. The script goes on, its output discarded, as after fastcgi_finish_request(). */
+static void answer_bad_status(int status)
+{
+	fprintf(stderr, "peregrine-php: the script set the HTTP status %d, outside 100..999: answering 502\n", status);
+	free(pg.req.resp_head);
+	pg.req.resp_head = NULL;
+	pg.req.resp_head_len = 0;
+	pg.req.status = 502;
+	pg.req.captured = true;
+	pg.out_len = 0;
+	pg_answer_finish();
+}
+
 /* Collects the head of the answer; it goes out with the first part of the body. A 1xx status
  * (headers_send(103)) goes out at once as a HINTS frame. */
 static int pg_send_headers(sapi_headers_struct *headers)
@@ -177,6 +192,11 @@ static int pg_send_headers(sapi_headers_struct *headers)
 	if (status >= 100 && status < 200) {
 		pg_send_hints(buf.c, buf.len ? buf.len - 1 : 0);
 		smart_string_free(&buf);
+		return SAPI_HEADER_SENT_SUCCESSFULLY;
+	}
+	if (status < 100 || status > 999) {
+		smart_string_free(&buf);
+		answer_bad_status(status);
 		return SAPI_HEADER_SENT_SUCCESSFULLY;
 	}
 	if (status == 200 && pg_fatal_error())

@@ -168,6 +168,27 @@ func TestCases(t *testing.T) {
 					wantStatus(t, a, 404)
 					wantHeader(t, a, "Status")
 				}},
+				// A status outside 100..999 (65736 would wrap to 200 in 16 bits) is answered 502
+				// without headers or body, as nginx answers FPM's; the worker goes on.
+				{"badstatus", request{URI: "/badstatus.php?code=1000"}, func(t *testing.T, a *answer) {
+					wantStatus(t, a, 502)
+					wantBody(t, a, "")
+					if len(a.Headers) != 0 {
+						t.Errorf("headers %q, want none", a.Headers)
+					}
+				}},
+				{"badstatus", request{URI: "/badstatus.php?code=65736"}, func(t *testing.T, a *answer) { wantStatus(t, a, 502) }},
+				{"badstatus", request{URI: "/badstatus.php?code=-1"}, func(t *testing.T, a *answer) { wantStatus(t, a, 502) }},
+				{"badstatus", request{URI: "/badstatus.php?code=99"}, func(t *testing.T, a *answer) {
+					wantStatus(t, a, 502)
+					if !strings.Contains(p.log.String(), "peregrine-php: the script set the HTTP status 1000, outside 100..999: answering 502\n") {
+						t.Errorf("no warning naming the status in the log:\n%s", p.log)
+					}
+				}},
+				{"badstatus", request{URI: "/badstatus.php?code=999"}, func(t *testing.T, a *answer) {
+					wantStatus(t, a, 999)
+					wantBody(t, a, "not sentnor this")
+				}},
 				{"input", post("application/json", []byte(`{"a":1}`)), func(t *testing.T, a *answer) {
 					wantBody(t, a, `["POST","{\"a\":1}","{\"a\":1}",[]]`)
 				}},

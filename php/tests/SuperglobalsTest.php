@@ -240,6 +240,20 @@ final class SuperglobalsTest extends TestCase
         $this->assertSame([418, 200], array_column($responses, 'status'));
     }
 
+    public function testStatusOutsideWhatAnAnswerCarriesIs502WithoutABody(): void
+    {
+        $frames = Frames::get(1, '/?c=1000') . Frames::get(2, '/?c=65736') . Frames::get(3, '/?c=-1') . Frames::get(4, '/?c=999');
+        $responses = self::serve($frames, function (): void {
+            header('X-Before: 1');
+            http_response_code((int) $_GET['c']);
+            echo 'body';
+        });
+
+        $this->assertSame([502, 502, 502, 999], array_column($responses, 'status'));
+        $this->assertSame(['', '', '', 'body'], array_column($responses, 'body'));
+        $this->assertSame([], $responses[0]['headers']);
+    }
+
     public function testHeaderReplacesOrAddsAndSetsADefaultContentType(): void
     {
         $r = self::one(Frames::get(1, '/'), function (): void {

@@ -100,6 +100,13 @@ final class Superglobals
             }
             $headers[$name][] = $value;
         }
+        if ($status < 100 || $status > 999) {
+            // http_response_code() takes any int; no answer can carry this one. nginx answers
+            // 502 when PHP-FPM passes such a status on, and so does the native runtime.
+            file_put_contents('php://stderr', "peregrine: the script set the HTTP status $status, outside 100..999: answering 502\n");
+
+            return new Response(502, [], '');
+        }
         if (self::$defaultType && !isset($headers['Content-type'])) {
             $type = self::defaultType();
             if ($type !== '') {
