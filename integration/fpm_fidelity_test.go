@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -32,6 +34,31 @@ func TestOutOfRangeStatusIs502(t *testing.T) {
 			}
 			if r := get(t, s.URL+"/?code=999"); r.Status != 999 || string(r.Body) != pid {
 				t.Errorf("status 999: %d %q, want 999 and the pid", r.Status, r.Body)
+			}
+		})
+	}
+}
+
+// TestWorkerScriptForTheCLIRuns runs a worker script written for the cli runtime on both: the
+// CLI's STDERR writes to the server's log, and Request::$headers holds a header sent twice as
+// two values and a header named with digits.
+func TestWorkerScriptForTheCLIRuns(t *testing.T) {
+	for _, rt := range fidelityRuntimes {
+		t.Run(rt, func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t, "workers:\n  command: php "+fixture(t, "fidelity_raw.php")+"\n  runtime: "+rt+"\n  count: 1\n")
+			s.log.waitFor(t, "fidelity worker booted", 10*time.Second)
+			if r := get(t, s.URL+"/stderr"); r.Status != 200 || string(r.Body) != "written" {
+				t.Errorf("/stderr: %d %q", r.Status, r.Body)
+			}
+			s.log.waitFor(t, "fidelity: to stderr", 10*time.Second)
+			r := do(t, "GET", s.URL+"/headers", nil, "X-Multi", "a", "X-Multi", "b", "123", "x")
+			var headers map[string][]string
+			if err := json.Unmarshal(r.Body, &headers); err != nil || r.Status != 200 {
+				t.Fatalf("/headers: %d %q %v", r.Status, r.Body, err)
+			}
+			if !reflect.DeepEqual(headers["x-multi"], []string{"a", "b"}) || !reflect.DeepEqual(headers["123"], []string{"x"}) {
+				t.Errorf("Request::$headers: %v; want x-multi [a b] and 123 [x]", headers)
 			}
 		})
 	}

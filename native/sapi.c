@@ -85,11 +85,41 @@ static int pg_startup(sapi_module_struct *module)
 	return php_module_startup(module, NULL);
 }
 
+/* Registers one of the CLI's stream constants (STDIN, STDOUT, STDERR) for path ("php://stdin"). */
+static void define_stream_constant(const char *name, const char *path, const char *mode)
+{
+	php_stream *stream = php_stream_open_wrapper_ex(path, mode, 0, NULL, NULL);
+	zend_constant c;
+
+	if (stream == NULL)
+		return;
+	php_stream_to_zval(stream, &c.value);
+	ZEND_CONSTANT_SET_FLAGS(&c, CONST_CS, 0);
+	c.name = zend_string_init_interned(name, strlen(name), 0);
+	zend_register_constant(&c);
+}
+
+/* Worker mode defines STDIN, STDOUT and STDERR as the CLI does, once, when the worker script's
+ * long request starts, so scripts written for the cli runtime or RoadRunner run unchanged.
+ * STDOUT and STDERR are the server's log, never the client. Classic mode stays as FPM: undefined. */
+static void define_stdio(void)
+{
+	static bool defined;
+
+	if (!pg.worker || pg.active || defined)
+		return;
+	defined = true;
+	define_stream_constant("STDIN", "php://stdin", "rb");
+	define_stream_constant("STDOUT", "php://stdout", "wb");
+	define_stream_constant("STDERR", "php://stderr", "wb");
+}
+
 /* HTTP/1.0 whatever the request's protocol, as FPM's init_request_info() sets it: PHP's
  * header("Location: ...") then answers 302 after a POST, where proto_num > 1000 would make it 303. */
 static int pg_activate(void)
 {
 	SG(request_info).proto_num = 1000;
+	define_stdio();
 	return SUCCESS;
 }
 
@@ -376,6 +406,25 @@ PHP_FUNCTION(getallheaders)
 	}
 }
 
+/* peregrine_request_headers(): the request's headers as the server received them, lower-case
+ * name => list of values in order (a header sent twice has two), what Peregrine\Http\Request's
+ * $headers holds on the cli runtime. getallheaders() has them as nginx passes them to FPM. */
+PHP_FUNCTION(peregrine_request_headers)
+{
+	ZEND_PARSE_PARAMETERS_NONE();
+	array_init(return_value);
+	for (size_t i = 0; pg.active && i < pg.req.head.nheaders; i++) {
+		const struct pg_pair *h = &pg.req.head.headers[i];
+		zval *values = zend_symtable_str_find(Z_ARRVAL_P(return_value), h->name, h->name_len);
+		if (values == NULL) {
+			zval empty;
+			array_init(&empty);
+			values = zend_symtable_str_update(Z_ARRVAL_P(return_value), h->name, h->name_len, &empty);
+		}
+		add_next_index_stringl(values, h->value, h->value_len);
+	}
+}
+
 /* headers_send(int $status = 200): int, as FrankenPHP has it: sends the headers set so far;
  * with a 1xx status (103 Early Hints) they go out as a HINTS frame and stay set. */
 PHP_FUNCTION(headers_send)
@@ -415,6 +464,7 @@ const zend_function_entry pg_functions[] = {
 	PHP_FE(fastcgi_finish_request, arginfo_finish_request)
 	PHP_FE(getallheaders, arginfo_getallheaders)
 	PHP_FALIAS(apache_request_headers, getallheaders, arginfo_getallheaders)
+	PHP_FE(peregrine_request_headers, arginfo_getallheaders)
 	PHP_FE(headers_send, arginfo_headers_send)
 	PHP_FE_END
 };

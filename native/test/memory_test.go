@@ -24,7 +24,7 @@ func memoryTests(t *testing.T) {
 // exit, uploads, sessions, shutdown functions, ini changes, exceptions, unread bodies.
 func mixed(t *testing.T, i int, dir string) request {
 	t.Helper()
-	switch i % 12 {
+	switch i % 15 {
 	case 0:
 		return caseRequest("headers", request{})
 	case 1:
@@ -51,6 +51,12 @@ func mixed(t *testing.T, i int, dir string) request {
 			{"authorization", "Basic dXNlcjpwdw=="}, {"authorization", "Basic c2Vjb25kOng="}}})
 	case 10:
 		return caseRequest("noread", request{Method: "PUT", Body: make([]byte, 100<<10), Headers: []field{{"content-length", "102400"}}})
+	case 11:
+		return caseRequest("badstatus", request{URI: "/badstatus.php?code=1000"})
+	case 12:
+		return caseRequest("stdio", request{})
+	case 13:
+		return caseRequest("reqheaders", request{Headers: []field{{"x-multi", "1"}, {"123", "x"}, {"x-multi", "2"}}})
 	}
 	return caseRequest("die", request{})
 }

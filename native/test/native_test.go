@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A mode starts peregrine-php in classic mode or in worker mode (testdata/worker.php runs the
@@ -57,6 +58,17 @@ func caseRequest(name string, r request) request {
 		{"SERVER_NAME", "localhost"},
 	}, r.Params...)
 	return r
+}
+
+// waitLog waits until the process's stdout and stderr (copied by another goroutine) hold want.
+func waitLog(t *testing.T, p *proc, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(readTimeout); !strings.Contains(p.log.String(), want); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("the log never said %q:\n%s", want, p.log)
+			return
+		}
+	}
 }
 
 func decode(t *testing.T, a *answer) map[string]any {
@@ -181,13 +193,23 @@ func TestCases(t *testing.T) {
 				{"badstatus", request{URI: "/badstatus.php?code=-1"}, func(t *testing.T, a *answer) { wantStatus(t, a, 502) }},
 				{"badstatus", request{URI: "/badstatus.php?code=99"}, func(t *testing.T, a *answer) {
 					wantStatus(t, a, 502)
-					if !strings.Contains(p.log.String(), "peregrine-php: the script set the HTTP status 1000, outside 100..999: answering 502\n") {
-						t.Errorf("no warning naming the status in the log:\n%s", p.log)
-					}
+					waitLog(t, p, "peregrine-php: the script set the HTTP status 1000, outside 100..999: answering 502\n")
 				}},
 				{"badstatus", request{URI: "/badstatus.php?code=999"}, func(t *testing.T, a *answer) {
 					wantStatus(t, a, 999)
 					wantBody(t, a, "not sentnor this")
+				}},
+				{"stdio", request{}, func(t *testing.T, a *answer) {
+					want := `{"defined":[false,false,false],"written":false}`
+					if m.worker {
+						want = `{"defined":[true,true,true],"written":23}`
+						waitLog(t, p, "stdio case: to the log\n")
+						waitLog(t, p, "stdio case: stdout to the log\n")
+					}
+					wantBody(t, a, want)
+				}},
+				{"reqheaders", request{Headers: []field{{"x-multi", "a"}, {"123", "x"}, {"x-multi", "b"}}}, func(t *testing.T, a *answer) {
+					wantBody(t, a, `{"x-multi":["a","b"],"123":["x"]}`)
 				}},
 				{"input", post("application/json", []byte(`{"a":1}`)), func(t *testing.T, a *answer) {
 					wantBody(t, a, `["POST","{\"a\":1}","{\"a\":1}",[]]`)

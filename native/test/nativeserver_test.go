@@ -21,6 +21,10 @@ func startServer(t *testing.T, mode string) *proc {
 	return p
 }
 
+// multiHeaders has a header sent twice, one with an all-digit name and one nginx would drop.
+var multiHeaders = request{URI: "/headers", Headers: []field{{"host", "localhost"}, {"x-multi", "a"}, {"123", "x"},
+	{"x-multi", "b"}, {"x_under", "y"}}}
+
 func TestNativeServerServe(t *testing.T) {
 	p := startServer(t, "serve")
 	ct, body := multipartBody(t, map[string]string{"title": "t"}, multipartFile{"doc", "d.txt", 10})
@@ -45,6 +49,12 @@ func TestNativeServerServe(t *testing.T) {
 		t.Errorf("a GET's headers: %v, want only host", v["headers"])
 	}
 
+	// Request::$headers as on the cli runtime: a repeated header as a list, an all-digit name
+	// (an integer key in PHP) served, names nginx would drop kept.
+	if a := p.do(t, multiHeaders); a.Body != `{"host":["localhost"],"x-multi":["a","b"],"123":["x"],"x_under":["y"]}` {
+		t.Errorf("Request::$headers: %d %s", a.Status, a.Body)
+	}
+
 	a = p.do(t, request{URI: "/throw"})
 	wantStatus(t, a, 500)
 	wantBody(t, a, "Internal Server Error")
@@ -52,8 +62,8 @@ func TestNativeServerServe(t *testing.T) {
 
 	a = p.do(t, request{Method: "PUT", URI: "/put", Body: []byte("a=1"), Headers: []field{{"content-type", "application/x-www-form-urlencoded"}}})
 	v = decode(t, a)
-	if v["body"] != "a=1" || !reflect.DeepEqual(v["parsed"], map[string]any{"a": "1"}) || v["resets"] != float64(3) {
-		t.Errorf("PUT form: body %v parsed %v resets %v; want the body, its fields and 3 resets before", v["body"], v["parsed"], v["resets"])
+	if v["body"] != "a=1" || !reflect.DeepEqual(v["parsed"], map[string]any{"a": "1"}) || v["resets"] != float64(4) {
+		t.Errorf("PUT form: body %v parsed %v resets %v; want the body, its fields and 4 resets before", v["body"], v["parsed"], v["resets"])
 	}
 	p.in.Close()
 	p.waitExit(t)
@@ -76,11 +86,14 @@ func TestNativeServerPsr(t *testing.T) {
 	if !reflect.DeepEqual(v, want) {
 		t.Errorf("the ServerRequest the handler saw:\n got %v\nwant %v", v, want)
 	}
-	if v := decode(t, p.do(t, request{URI: "/get", Headers: []field{{"host", "localhost"}}})); !reflect.DeepEqual(v["headers"], []any{"Host"}) {
-		t.Errorf("a GET's headers: %v, want only Host", v["headers"])
+	if v := decode(t, p.do(t, request{URI: "/get", Headers: []field{{"host", "localhost"}}})); !reflect.DeepEqual(v["headers"], []any{"host"}) {
+		t.Errorf("a GET's headers: %v, want only host", v["headers"])
+	}
+	if a := p.do(t, multiHeaders); a.Body != `{"host":["localhost"],"x-multi":["a","b"],"123":["x"],"x_under":["y"]}` {
+		t.Errorf("getHeaders(): %d %s", a.Status, a.Body)
 	}
 	ct, body := multipartBody(t, nil, multipartFile{"up", "u.bin", 7})
-	if v := decode(t, p.do(t, post(ct, body))); !reflect.DeepEqual(v["files"], map[string]any{"up": []any{"u.bin", float64(7)}}) || v["resets"] != float64(2) {
+	if v := decode(t, p.do(t, post(ct, body))); !reflect.DeepEqual(v["files"], map[string]any{"up": []any{"u.bin", float64(7)}}) || v["resets"] != float64(3) {
 		t.Errorf("uploaded files %v resets %v", v["files"], v["resets"])
 	}
 }

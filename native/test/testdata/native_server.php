@@ -18,6 +18,9 @@ $server->onReset(function () use (&$resets): void {
 switch (getenv('NATIVE_MODE')) {
     case 'serve':
         $server->serve(function (Request $r) use (&$resets): Response {
+            if ($r->path === '/headers') {
+                return new Response(200, [], json_encode($r->headers, JSON_THROW_ON_ERROR));
+            }
             if ($r->path === '/throw') {
                 echo 'stray output';
                 throw new RuntimeException('handler failed');
@@ -39,6 +42,9 @@ switch (getenv('NATIVE_MODE')) {
         require '/usr/share/php/Nyholm/Psr7/autoload.php';
         $factory = new Nyholm\Psr7\Factory\Psr17Factory();
         $server->servePsr(function (Psr\Http\Message\ServerRequestInterface $r) use ($factory, &$resets): Psr\Http\Message\ResponseInterface {
+            if ($r->getUri()->getPath() === '/headers') {
+                return $factory->createResponse(200)->withBody($factory->createStream(json_encode($r->getHeaders(), JSON_THROW_ON_ERROR)));
+            }
             return $factory->createResponse(202)->withHeader('Content-Type', 'application/json')
                 ->withBody($factory->createStream(json_encode(['method' => $r->getMethod(), 'uri' => (string) $r->getUri(),
                     'query' => $r->getQueryParams(), 'parsed' => $r->getParsedBody(), 'body' => (string) $r->getBody(),

@@ -204,24 +204,15 @@ final class NativeServer
         }
     }
 
-    /** Content-Type and Content-Length, which getallheaders() lists even empty, as FPM's does. */
-    private static function isBodyHeader(string $name): bool
-    {
-        return $name === 'Content-Type' || $name === 'Content-Length';
-    }
-
     /** Builds the Request from PHP's own view of it. */
     private static function request(): Request
     {
         $method = $_SERVER['REQUEST_METHOD'] ?? 'GET';
         $multipart = self::isMultipart();
-        $headers = [];
-        foreach (getallheaders() as $name => $value) {
-            if ($value === '' && self::isBodyHeader($name)) {
-                continue; // getallheaders() lists them empty, as FPM's: the request has none
-            }
-            $headers[strtolower($name)] = [$value];
-        }
+        // As the client sent them, a repeated header as several values (getallheaders() has
+        // them as nginx passes them to FPM: joined, some dropped). An all-digit name is an
+        // integer key, as on the cli runtime.
+        $headers = \peregrine_request_headers();
         // A GET or HEAD without a Content-Length has no body (the server states the length of
         // every body it passes), so php://input need not be opened for most requests.
         $length = $_SERVER['CONTENT_LENGTH'] ?? '';
@@ -266,11 +257,8 @@ final class NativeServer
         $host = $_SERVER['HTTP_HOST'] ?? (($_SERVER['SERVER_ADDR'] ?? '') . ':' . ($_SERVER['SERVER_PORT'] ?? ''));
         $psr = $factory->createServerRequest($method, self::scheme() . '://' . $host . ($_SERVER['REQUEST_URI'] ?? '/'), $_SERVER)
             ->withProtocolVersion(str_starts_with($protocol, 'HTTP/') ? substr($protocol, 5) : $protocol);
-        foreach (getallheaders() as $name => $value) {
-            if ($value === '' && self::isBodyHeader($name)) {
-                continue;
-            }
-            $psr = $psr->withHeader($name, $value);
+        foreach (\peregrine_request_headers() as $name => $values) {
+            $psr = $psr->withHeader((string) $name, $values);
         }
         $multipart = self::isMultipart();
         if (!$multipart) {
