@@ -35,6 +35,7 @@ type Config struct {
 	Workers Workers `yaml:"workers"`
 	Admin   Admin   `yaml:"admin"`
 	Log     Log     `yaml:"log"`
+	Tables  Tables  `yaml:"tables"`
 }
 
 // HTTP configures the listener that serves the application (the http section).

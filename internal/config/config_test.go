@@ -156,6 +156,8 @@ func TestFull(t *testing.T) {
 		},
 		Admin: Admin{Address: "127.0.0.1:9180", Token: "s3cret-token"},
 		Log:   Log{Level: "debug", Format: "json", Access: true},
+		Tables: Tables{Init: []string{"php", "load.php"}, Define: []TableDef{{Name: "visits", Rows: 1000, Key: "int",
+			Columns: []TableColumn{{"user", "int32"}, {"mark", "int8"}, {"note", "string(16)"}}, Indexes: []string{"user"}}}},
 	}
 	assertEqual(t, got, want)
 
@@ -406,6 +408,9 @@ log:
   level: info
   format: auto
   access: false
+tables:
+  init: ~
+  define: {}
 `
 	if got := string(c.EffectiveYAML()); got != want {
 		t.Errorf("EffectiveYAML:\n%s\nwant:\n%s", got, want)

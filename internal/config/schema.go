@@ -90,6 +90,10 @@ func schema(c *Config) []section {
 			wordKey("format", &c.Log.Format),
 			boolKey("access", &c.Log.Access),
 		}},
+		{"tables", []key{
+			initKey("init", &c.Tables.Init),
+			tablesDefineKey("define", &c.Tables.Define),
+		}},
 	}
 }
 

@@ -190,6 +190,7 @@ func (c *Config) validate(requireCommand bool) []*Error {
 	if !slices.Contains(formats, c.Log.Format) {
 		add("log.format", "want one of %s, got %q", strings.Join(formats, ", "), c.Log.Format)
 	}
+	errs = append(errs, c.Tables.validate()...)
 	return errs
 }
 
