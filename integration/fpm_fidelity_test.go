@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"reflect"
 	"testing"
 	"time"
@@ -59,6 +60,30 @@ func TestWorkerScriptForTheCLIRuns(t *testing.T) {
 			}
 			if !reflect.DeepEqual(headers["x-multi"], []string{"a", "b"}) || !reflect.DeepEqual(headers["123"], []string{"x"}) {
 				t.Errorf("Request::$headers: %v; want x-multi [a b] and 123 [x]", headers)
+			}
+		})
+	}
+}
+
+// TestHeaderNameFromInputIsRefused: a raw-mode handler that names a response header (or an early
+// hint) from input gets a 500, never a header of another name, on both runtimes; a valid name
+// taken from input is sent.
+func TestHeaderNameFromInputIsRefused(t *testing.T) {
+	for _, rt := range fidelityRuntimes {
+		t.Run(rt, func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t, "workers:\n  command: php "+fixture(t, "fidelity_raw.php")+"\n  runtime: "+rt+"\n  count: 1\n")
+			for _, path := range []string{"/header-from-input", "/hint-from-input"} {
+				for _, name := range []string{"Set-Cookie: injected=1; X-D", "X-A\r\nSet-Cookie: injected=1", "X A", ""} {
+					r := get(t, s.URL+path+"?name="+url.QueryEscape(name))
+					if r.Status != 500 || r.Header.Get("Set-Cookie") != "" {
+						t.Errorf("%s name %q: %d, Set-Cookie %q; want 500 and no cookie", path, name, r.Status, r.Header.Get("Set-Cookie"))
+					}
+				}
+				s.log.waitFor(t, `name \\?"Set-Cookie: injected=1; X-D\\?" is not a token`, 10*time.Second)
+			}
+			if r := get(t, s.URL+"/header-from-input?name=X-Chosen"); r.Status != 200 || r.Header.Get("X-Chosen") != "from input" {
+				t.Errorf("a valid name from input: %d %v", r.Status, r.Header)
 			}
 		})
 	}

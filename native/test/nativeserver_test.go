@@ -92,8 +92,12 @@ func TestNativeServerPsr(t *testing.T) {
 	if a := p.do(t, multiHeaders); a.Body != `{"host":["localhost"],"x-multi":["a","b"],"123":["x"],"x_under":["y"]}` {
 		t.Errorf("getHeaders(): %d %s", a.Status, a.Body)
 	}
+	// A header name that would become another header once written "name: value" is a 500.
+	if a := p.do(t, request{URI: "/unchecked-header"}); a.Status != 500 || len(a.Header("Set-Cookie")) != 0 {
+		t.Errorf("an unchecked PSR-7 header name: %d %q; want 500 without Set-Cookie", a.Status, a.Headers)
+	}
 	ct, body := multipartBody(t, nil, multipartFile{"up", "u.bin", 7})
-	if v := decode(t, p.do(t, post(ct, body))); !reflect.DeepEqual(v["files"], map[string]any{"up": []any{"u.bin", float64(7)}}) || v["resets"] != float64(3) {
+	if v := decode(t, p.do(t, post(ct, body))); !reflect.DeepEqual(v["files"], map[string]any{"up": []any{"u.bin", float64(7)}}) || v["resets"] != float64(4) {
 		t.Errorf("uploaded files %v resets %v", v["files"], v["resets"])
 	}
 }

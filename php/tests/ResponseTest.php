@@ -51,6 +51,19 @@ final class ResponseTest extends TestCase
         $this->assertSame([['X-Empty', '']], Frames::response($frame['payload'])['headers']);
     }
 
+    public function testAHeaderThatCannotBeSentAsItselfIsRefused(): void
+    {
+        $this->expectException(\InvalidArgumentException::class);
+        $this->expectExceptionMessage('Response header name "Set-Cookie: injected=1; X-D" is not a token');
+        new Response(200, ['Set-Cookie: injected=1; X-D' => 'x']);
+    }
+
+    public function testAValueWithALineBreakIsRefused(): void
+    {
+        $this->expectException(\InvalidArgumentException::class);
+        new Response(200, ['Location' => "/next\r\nSet-Cookie: a=1"]);
+    }
+
     /** @dataProvider invalidStatuses */
     public function testStatusOutsideTheProtocolIsRefused(int $status): void
     {

@@ -42,6 +42,13 @@ switch (getenv('NATIVE_MODE')) {
         require '/usr/share/php/Nyholm/Psr7/autoload.php';
         $factory = new Nyholm\Psr7\Factory\Psr17Factory();
         $server->servePsr(function (Psr\Http\Message\ServerRequestInterface $r) use ($factory, &$resets): Psr\Http\Message\ResponseInterface {
+            if ($r->getUri()->getPath() === '/unchecked-header') {
+                // A PSR-7 implementation that does not check its header names, as Nyholm does.
+                $response = $factory->createResponse(200);
+                (new ReflectionProperty($response, 'headers'))->setValue($response, ['Set-Cookie: injected=1; X-D' => ['v']]);
+
+                return $response;
+            }
             if ($r->getUri()->getPath() === '/headers') {
                 return $factory->createResponse(200)->withBody($factory->createStream(json_encode($r->getHeaders(), JSON_THROW_ON_ERROR)));
             }

@@ -4,6 +4,8 @@ declare(strict_types=1);
 
 namespace Peregrine\Http;
 
+use Peregrine\Internal\HeaderCheck;
+
 /**
  * Response is what a handler returns.
  *
@@ -22,7 +24,10 @@ final class Response
      *                                                    for a header sent several times (Set-Cookie)
      * @param string|iterable<string>            $body    the body, or its parts, streamed
      *
-     * @throws \InvalidArgumentException if the status is outside 100..999
+     * @throws \InvalidArgumentException if the status is outside 100..999, a header name is not an
+     *                                   RFC 9110 token, or a value has a CR, LF or NUL byte or is
+     *                                   not a string or a number: a handler that returns such a
+     *                                   response is answered 500, as PHP's header() refuses it
      */
     public function __construct(
         public readonly int $status = 200,
@@ -31,6 +36,9 @@ final class Response
     ) {
         if ($status < 100 || $status > 999) {
             throw new \InvalidArgumentException("HTTP status $status is not between 100 and 999");
+        }
+        if ($headers !== []) {
+            HeaderCheck::all($headers);
         }
     }
 }

@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace Peregrine\Http;
 
 use Peregrine\Internal\CurrentRequest;
+use Peregrine\Internal\HeaderCheck;
 use Peregrine\Internal\Superglobals;
 
 // Guarded: Composer's "files" and autoload.php may both load this file.
@@ -78,10 +79,13 @@ function headers_list(): array
  *
  * @param array<string, string|list<string>> $headers
  *
- * @throws \InvalidArgumentException if a header cannot be carried (a NUL byte, an empty name)
+ * @throws \InvalidArgumentException if a header cannot be sent: a name that is not an RFC 9110
+ *                                   token, a CR, LF or NUL byte in a value, a value that is not a
+ *                                   string or a number
  */
 function earlyHints(array $headers): bool
 {
+    HeaderCheck::all($headers, 'Early hint');
     if (!\function_exists('peregrine_handle_request')) {
         return CurrentRequest::hints($headers);
     }
@@ -94,14 +98,7 @@ function earlyHints(array $headers): bool
     try {
         foreach ($headers as $name => $values) {
             foreach ((array) $values as $value) {
-                if (!\is_string($value) && !\is_int($value) && !\is_float($value)) {
-                    throw new \InvalidArgumentException(sprintf('Early hint "%s" has a value of type %s, want a string or a list of strings', $name, get_debug_type($value)));
-                }
-                $line = $name . ': ' . $value;
-                if ($name === '' || strpbrk($line, "\0\r\n") !== false) {
-                    throw new \InvalidArgumentException(sprintf('Early hint "%s" has an empty name or a NUL or line break in its name or value', $name));
-                }
-                \header($line, false);
+                \header($name . ': ' . $value, false);
             }
         }
         \headers_send(103);

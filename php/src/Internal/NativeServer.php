@@ -86,6 +86,13 @@ final class NativeServer
             $response = $this->call(static fn (): mixed => $handle(self::psrRequest($factory)));
             if ($response instanceof ResponseInterface) {
                 $body = $response->getBody();
+                try {
+                    HeaderCheck::all($response->getHeaders()); // PSR-7 implementations need not check
+                } catch (\InvalidArgumentException $e) {
+                    $this->fail(Handling::describe($e), $e);
+
+                    return;
+                }
                 self::send($response->getStatusCode(), $response->getHeaders(), '');
                 $parts = PsrBridge::parts($response);
                 if ($parts !== null) {
@@ -285,6 +292,10 @@ final class NativeServer
     }
 
     /**
+     * Sends the answer through PHP's header() and output. The headers were checked (Response's
+     * constructor, HeaderCheck): a name is a token, so "$name: " cannot make a header of another
+     * name, and a value has no line break.
+     *
      * @param array<string, string|list<string>> $headers
      */
     private static function send(int $status, array $headers, string $body): void
