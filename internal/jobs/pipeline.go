@@ -1,0 +1,223 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options configure a Pipeline: the keys of jobs.pipelines.NAME besides the driver's.
+type Options struct {
+	Name   string
+	Driver Driver
+	// Retries is how many attempts follow a failed first one.
+	Retries int
+	// Backoff is the delay before the first retry; each later one doubles it.
+	Backoff time.Duration
+	// DeadLetter keeps jobs that failed their last attempt in the dead letters; otherwise they
+	// are dropped (and logged).
+	DeadLetter bool
+	Logger     *slog.Logger
+}
+
+// Handler runs one job. A nil error acknowledges it; any other error is a failed attempt.
+// ctx is not cancelled when consuming stops: a job that has begun runs to its end (or its
+// handler's own timeout).
+type Handler func(ctx context.Context, j *Job) error
+
+// Pipeline is one configured queue: pushing, consuming and the counters behind its metrics.
+type Pipeline struct {
+	opts   Options
+	log    *slog.Logger
+	paused atomic.Bool
+	resume chan struct{} // closed by Resume; replaced by Pause
+	mu     sync.Mutex    // guards resume
+
+	// Counters since this server started.
+	pushed, done, failed, retried, dead atomic.Int64
+	consumers                           atomic.Int64
+	lastAge                             atomic.Int64 // queue age of the last job received, ms
+}
+
+// New returns a pipeline over opts.Driver, which it owns from then on.
+func New(opts Options) *Pipeline {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := make(chan struct{})
+	close(r)
+	return &Pipeline{opts: opts, log: opts.Logger.With("pipeline", opts.Name), resume: r}
+}
+
+// Name returns the pipeline's name.
+func (p *Pipeline) Name() string { return p.opts.Name }
+
+// Push adds a job and returns its id once the driver has stored it. A positive delay makes it
+// runnable only after that time.
+func (p *Pipeline) Push(ctx context.Context, payload string, headers map[string]string, delay time.Duration) (string, error) {
+	if len(payload) > MaxPayload {
+		return "", fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(payload), MaxPayload)
+	}
+	t := now()
+	j := &Job{ID: newID(), Pipeline: p.opts.Name, Payload: payload, Headers: headers, Attempt: 1, Pushed: t}
+	if delay > 0 {
+		j.Due = t + delay.Milliseconds()
+	}
+	if err := p.opts.Driver.Push(ctx, j); err != nil {
+		return "", fmt.Errorf("push to pipeline %s: %w", p.opts.Name, err)
+	}
+	p.pushed.Add(1)
+	return j.ID, nil
+}
+
+// Pause stops this server's consumers from receiving new jobs of the pipeline; jobs already
+// running finish. Other servers on the same broker go on.
+func (p *Pipeline) Pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused.CompareAndSwap(false, true) {
+		p.resume = make(chan struct{})
+	}
+}
+
+// Resume undoes Pause.
+func (p *Pipeline) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused.CompareAndSwap(true, false) {
+		close(p.resume)
+	}
+}
+
+func (p *Pipeline) resumed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.resume
+}
+
+// Consume runs n loops that receive jobs and run them with h, until ctx is done; then it waits
+// for the jobs that have begun and returns. Each loop holds at most one job, so no job waits
+// for a consumer after it was received.
+func (p *Pipeline) Consume(ctx context.Context, n int, h Handler) {
+	var wg sync.WaitGroup
+	p.consumers.Add(int64(n))
+	defer p.consumers.Add(-int64(n))
+	for range n {
+		wg.Go(func() { p.loop(ctx, h) })
+	}
+	wg.Wait()
+}
+
+func (p *Pipeline) loop(ctx context.Context, h Handler) {
+	failures := 0
+	for ctx.Err() == nil {
+		select {
+		case <-p.resumed():
+		case <-ctx.Done():
+			return
+		}
+		ds, err := p.opts.Driver.Receive(ctx, 1)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+				return
+			}
+			failures++
+			wait := min(time.Duration(failures)*100*time.Millisecond, 5*time.Second)
+			p.log.Warn("receiving jobs failed; retrying", "err", err, "in", wait.String())
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		failures = 0
+		for _, d := range ds {
+			p.run(context.WithoutCancel(ctx), d, h)
+		}
+	}
+}
+
+// run runs one delivery and settles it with the driver.
+func (p *Pipeline) run(ctx context.Context, d *Delivery, h Handler) {
+	j := d.Job
+	p.lastAge.Store(max(0, now()-max(j.Pushed, j.Due)))
+	var err error
+	if j.Attempt > p.opts.Retries+1 {
+		err = fmt.Errorf("its server died during its last attempt (%s)", j.Error)
+	} else {
+		err = h(ctx, j)
+	}
+	if err == nil {
+		p.done.Add(1)
+		if err := p.opts.Driver.Ack(ctx, d); err != nil {
+			p.log.Error("a job ran but could not be acknowledged; it will run again", "id", j.ID, "err", err)
+		}
+		return
+	}
+	p.failed.Add(1)
+	if j.Attempt <= p.opts.Retries {
+		next := j.next(err.Error())
+		delay := p.opts.Backoff << min(j.Attempt-1, 20)
+		if delay > 0 {
+			next.Due = now() + delay.Milliseconds()
+		}
+		p.retried.Add(1)
+		p.log.Info("job failed; retrying", "id", j.ID, "attempt", j.Attempt, "in", delay.String(), "err", err)
+		if err := p.opts.Driver.Retry(ctx, d, next); err != nil {
+			p.log.Error("a failed job could not be scheduled again; it will run again after the timeout", "id", j.ID, "err", err)
+		}
+		return
+	}
+	p.dead.Add(1)
+	dead := *j
+	dead.Error = err.Error()
+	d.Job = &dead
+	p.log.Warn("job failed its last attempt", "id", j.ID, "attempt", j.Attempt, "dead_letter", p.opts.DeadLetter, "err", err)
+	if err := p.opts.Driver.Bury(ctx, d, p.opts.DeadLetter); err != nil {
+		p.log.Error("a dead job could not be moved to the dead letters", "id", j.ID, "err", err)
+	}
+}
+
+// Retry moves the pipeline's dead letters back to its queue and returns how many.
+func (p *Pipeline) Retry(ctx context.Context) (int, error) {
+	return p.opts.Driver.Revive(ctx)
+}
+
+// Status is a pipeline's state for peregrine jobs and the metrics.
+type Status struct {
+	Name      string `json:"name"`
+	Driver    string `json:"driver"`
+	Paused    bool   `json:"paused"`
+	Stats            // the broker's view, every server's jobs
+	Consumers int64  `json:"consumers"` // this server's consume loops
+	// Counters of this server since it started.
+	Pushed       int64 `json:"pushed"`
+	Done         int64 `json:"done"`
+	Failed       int64 `json:"failed"`
+	Retried      int64 `json:"retried"`
+	DeadLettered int64 `json:"dead_lettered"`
+	// QueueAge is how long the last job received had waited since it was due, in seconds.
+	QueueAge float64 `json:"queue_age_seconds"`
+	// Error says why the broker could not be asked for Stats.
+	Error string `json:"error,omitempty"`
+}
+
+// Status reports the pipeline's state; driver names the driver for the listing.
+func (p *Pipeline) Status(ctx context.Context, driver string) Status {
+	s := Status{Name: p.opts.Name, Driver: driver, Paused: p.paused.Load(), Consumers: p.consumers.Load(),
+		Pushed: p.pushed.Load(), Done: p.done.Load(), Failed: p.failed.Load(), Retried: p.retried.Load(),
+		DeadLettered: p.dead.Load(), QueueAge: float64(p.lastAge.Load()) / 1000}
+	st, err := p.opts.Driver.Stats(ctx)
+	if err != nil {
+		s.Error = err.Error()
+	}
+	s.Stats = st
+	return s
+}
+
+// Close closes the driver.
+func (p *Pipeline) Close() error { return p.opts.Driver.Close() }
