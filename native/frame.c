@@ -340,14 +340,17 @@ bool pg_next_request(void)
 	const char *err;
 
 	pg_discard_body();
-	if (pg.eof || !read_full(hdr, sizeof(hdr)))
+	if (pg.eof || !read_full(hdr, sizeof(hdr))) {
+		pg.stopped = true;
 		return false;
+	}
 	if (hdr[0] != PG_VERSION)
-		pg_protocol_error("frame header version is not 2");
+		pg_protocol_error("frame header version is not 3");
 	uint32_t len = get32(hdr + 8);
 	if (hdr[1] == PG_STOP) {
 		r->body_left = len; /* a STOP carries nothing; skip whatever it has */
 		pg_discard_body();
+		pg.stopped = true;
 		return false;
 	}
 	if (hdr[1] != PG_REQUEST)
@@ -378,25 +381,49 @@ bool pg_next_request(void)
 	return true;
 }
 
-void pg_emit(uint16_t flags)
+/* Sends the answer's next frame with the output collected so far: RESPONSE first, BODY after.
+ * done appends the request's DONE frame (with flags done_flags) to the same write. */
+static void emit(uint16_t flags, bool done, uint16_t done_flags)
 {
 	struct pg_request *r = &pg.req;
-	struct iovec parts[3];
-	unsigned char pre[6];
+	struct iovec iov[5];
+	unsigned char hdr[12] = {PG_VERSION}, pre[6], tail[12] = {PG_VERSION, PG_DONE};
+	size_t len;
+	int n;
 
 	if (r->started) {
-		parts[0] = (struct iovec){pg.out, pg.out_len};
-		send_frame(PG_BODY, flags, r->id, parts, 1);
+		hdr[1] = PG_BODY;
+		iov[1] = (struct iovec){pg.out, pg.out_len};
+		len = pg.out_len;
+		n = 2;
 	} else {
+		hdr[1] = PG_RESPONSE;
 		put16(pre, (uint16_t)r->status);
 		put32(pre + 2, (uint32_t)r->resp_head_len);
-		parts[0] = (struct iovec){pre, sizeof(pre)};
-		parts[1] = (struct iovec){r->resp_head, r->resp_head_len};
-		parts[2] = (struct iovec){pg.out, pg.out_len};
-		send_frame(PG_RESPONSE, flags, r->id, parts, 3);
+		iov[1] = (struct iovec){pre, sizeof(pre)};
+		iov[2] = (struct iovec){r->resp_head, r->resp_head_len};
+		iov[3] = (struct iovec){pg.out, pg.out_len};
+		len = sizeof(pre) + r->resp_head_len + pg.out_len;
+		n = 4;
 		r->started = true;
 	}
+	put16(hdr + 2, flags);
+	put32(hdr + 4, r->id);
+	put32(hdr + 8, (uint32_t)len);
+	iov[0] = (struct iovec){hdr, sizeof(hdr)};
+	if (done) {
+		put16(tail + 2, done_flags);
+		put32(tail + 4, r->id);
+		put32(tail + 8, 0);
+		iov[n++] = (struct iovec){tail, sizeof(tail)};
+	}
+	write_all(iov, n);
 	pg.out_len = 0;
+}
+
+void pg_emit(uint16_t flags)
+{
+	emit(flags, false, 0);
 }
 
 void pg_send_hints(const char *pairs, size_t len)
@@ -406,12 +433,41 @@ void pg_send_hints(const char *pairs, size_t len)
 	send_frame(PG_HINTS, 0, pg.req.id, &v, 1);
 }
 
+/* Ends the answer; the request goes on (fastcgi_finish_request()) until pg_request_end(). */
 void pg_answer_finish(void)
 {
 	if (pg.req.finished)
 		return;
 	pg_emit(0);
 	pg.req.finished = true;
+}
+
+/* Ends the request: its answer, if still open, and its DONE frame in one write. last says this
+ * worker exits after it and reads no other request. */
+void pg_request_end(bool last)
+{
+	uint16_t flags = last ? PG_FLAG_LAST : 0;
+
+	if (pg.said_last)
+		return;
+	if (!pg.req.finished) {
+		emit(0, true, flags);
+		pg.req.finished = true;
+	} else {
+		send_frame(PG_DONE, flags, pg.req.id, NULL, 0);
+	}
+	pg.last_id = pg.req.id;
+	pg.said_last = last;
+}
+
+/* Says, once, that the worker exits and reads no request after the last one that ended, unless
+ * the server asked it to stop: then nobody listens. */
+void pg_say_exit(void)
+{
+	if (pg.said_last || pg.stopped || pg.active || !pg.ready_sent) /* before READY, the exit says it */
+		return;
+	send_frame(PG_DONE, PG_FLAG_LAST, pg.last_id, NULL, 0);
+	pg.said_last = true;
 }
 
 void pg_request_free(void)

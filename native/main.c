@@ -26,16 +26,19 @@ static void usage(void)
 }
 
 /* Runs one request in classic mode, as FPM's main loop does. path_translated is emalloc'ed:
- * php_fopen_primary_script() frees it when the script cannot be opened. */
-static void classic_request(void)
+ * php_fopen_primary_script() frees it when the script cannot be opened. Returns false when PHP
+ * could not start the request: its state is half made, and the worker must end, as FPM's child
+ * does. */
+static bool classic_request(void)
 {
 	const char *script = pg_param("SCRIPT_FILENAME");
 	zend_file_handle fh;
 
 	SG(request_info).path_translated = script && *script ? estrdup(script) : NULL;
 	if (php_request_startup() == FAILURE) {
+		fprintf(stderr, "peregrine-php: PHP could not start the request; the worker exits\n");
 		pg.req.status = 500;
-		return;
+		return false;
 	}
 	if (SG(request_info).path_translated == NULL) {
 		zend_try {
@@ -61,6 +64,7 @@ static void classic_request(void)
 		SG(request_info).path_translated = NULL;
 	}
 	php_request_shutdown(NULL);
+	return true;
 }
 
 static int classic_serve(void)
@@ -68,10 +72,12 @@ static int classic_serve(void)
 	pg_send_ready();
 	while (pg_next_request()) {
 		pg_request_info_fill();
-		classic_request();
-		pg_answer_finish();
+		bool ok = classic_request();
+		pg_request_end(!ok);
 		pg_request_info_clear();
 		pg_request_free();
+		if (!ok)
+			return 1;
 	}
 	return 0;
 }

@@ -1,8 +1,8 @@
 /* peregrine.h: the native PHP runtime's shared state and the functions its files share.
  *
  * The runtime serves one request at a time. A request's state lives in `struct pg_request`
- * from its REQUEST frame to the last frame of its answer; everything it owns is released by
- * pg_request_free() once the answer is out. */
+ * from its REQUEST frame to its DONE frame; everything it owns is released by pg_request_free()
+ * once the request has ended. */
 #ifndef PEREGRINE_H
 #define PEREGRINE_H
 
@@ -18,10 +18,10 @@
 
 /* Frame types and flags (docs/protocol.md). */
 enum {
-	PG_VERSION = 2,
+	PG_VERSION = 3,
 	PG_READY = 1, PG_REQUEST = 2, PG_RESPONSE = 3, PG_STOP = 4, PG_ERROR = 5, PG_BODY = 6,
-	PG_HINTS = 7,
-	PG_FLAG_MORE = 1, PG_FLAG_FLUSH = 2,
+	PG_HINTS = 7, PG_DONE = 8,
+	PG_FLAG_MORE = 1, PG_FLAG_FLUSH = 2, PG_FLAG_LAST = 4,
 };
 
 /* At most this much body goes in one RESPONSE or BODY frame. */
@@ -59,6 +59,9 @@ struct pg_runtime {
 	bool active;             /* a request is being served */
 	bool ready_sent;
 	bool eof;                /* fd 3 is at its end: no request will follow */
+	bool stopped;            /* STOP or end of input: the server expects nothing more */
+	bool said_last;          /* a DONE with LAST went out: nothing more is written */
+	uint32_t last_id;        /* the last request that ended (its DONE went out) */
 	const char *script;
 	struct pg_request req;
 	char *out;               /* body not yet sent; PG_BODY_CHUNK bytes */
@@ -79,6 +82,8 @@ void pg_discard_body(void);
 void pg_emit(uint16_t flags);
 void pg_send_hints(const char *pairs, size_t len);
 void pg_answer_finish(void);
+void pg_request_end(bool last);
+void pg_say_exit(void);
 void pg_request_free(void);
 
 /* sapi.c */

@@ -6,8 +6,10 @@
  *   begin: SAPI state (headers, status, POST and uploads read by PHP), superglobals, session and
  *          filter state, shutdown functions and ini settings set aside, time limit armed
  *   call:  the handler; exit() and uncaught exceptions end it, a fatal error ends the worker
- *   end:   shutdown functions of the request, output, session written, the answer sent, then
- *          uploads deleted, ini settings restored, unread body discarded
+ *   end:   shutdown functions of the request, output, session written, the answer and DONE
+ *          sent (with LAST after a fatal error), then uploads deleted, ini settings restored,
+ *          unread body discarded
+ *   exit:  when the script ends, for whatever reason, DONE with LAST says it reads no more
  */
 #include "peregrine.h"
 
@@ -245,7 +247,7 @@ static void send_answer(bool ok)
 			modules_cycle(false); /* the session is written, as at FPM's request end */
 		php_header();
 	} zend_end_try();
-	pg_answer_finish();
+	pg_request_end(!ok); /* after a fatal error the worker exits: it reads nothing more */
 }
 
 static void end_request(void)
@@ -316,5 +318,6 @@ int pg_worker_run(int argc, char **argv)
 	zend_destroy_file_handle(&fh);
 	status = EG(exit_status);
 	php_request_shutdown(NULL);
+	pg_say_exit(); /* requests written after the last one it ended go to another worker */
 	return status;
 }

@@ -49,7 +49,16 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	argv, native, err := workerArgv(cfg)
+	// Made first: PHP's own upload files go there too (workerArgv's upload_tmp_dir).
+	uploadDir, swept, err := httpserver.UploadDir("")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = httpserver.RemoveUploadDir(uploadDir) }()
+	if swept > 0 {
+		log.Info("removed the upload directories of servers that are no longer running", "count", swept)
+	}
+	argv, native, err := workerArgv(cfg, uploadDir)
 	if err != nil {
 		return err
 	}
@@ -111,14 +120,6 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		Logger:          log,
 		Observer:        poolObs,
 	})
-	uploadDir, swept, err := httpserver.UploadDir("")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = httpserver.RemoveUploadDir(uploadDir) }()
-	if swept > 0 {
-		log.Info("removed the upload directories of servers that are no longer running", "count", swept)
-	}
 	handler := httpserver.NewHandler(p, httpserver.Options{
 		TempDir: uploadDir,
 		Limits: httpserver.Limits{
@@ -270,9 +271,10 @@ func NativeRuntime() string {
 
 // workerArgv returns the command that starts one worker, and whether it is the native runtime.
 // Classic mode (a root, no command) runs the native runtime without a script; a command that
-// runs php runs it under the configured runtime; any other command runs as it is.
-func workerArgv(cfg config.Config) ([]string, bool, error) {
-	ini := cfg.Workers.PHPIniArgs()
+// runs php runs it under the configured runtime; any other command runs as it is. PHP gets
+// upload_tmp_dir=uploadDir unless workers.php_ini sets it.
+func workerArgv(cfg config.Config, uploadDir string) ([]string, bool, error) {
+	ini := worker.WithUploadDir(cfg.Workers.PHPIniArgs(), uploadDir)
 	command := cfg.Workers.Command
 	switch {
 	case len(command) == 0: // classic mode; Validate has checked the root and the runtime
@@ -296,7 +298,7 @@ func workerEnv(cfg config.Config) []string {
 			return !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "PEREGRINE_")
 		})
 	}
-	env = append(env, "PEREGRINE_PROTOCOL=2")
+	env = append(env, "PEREGRINE_PROTOCOL=3")
 	if cfg.HTTP.ServerName != "" {
 		env = append(env, "PEREGRINE_SERVER_NAME="+cfg.HTTP.ServerName)
 	}

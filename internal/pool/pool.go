@@ -12,16 +12,20 @@
 //
 // The goroutine of the request that gets a worker runs the exchange itself (worker.Exec), as
 // net/http runs a handler on its connection's goroutine: a request that finds a worker free
-// crosses no goroutine at all, and one that waits is woken once. A supervisor goroutine per slot
+// crosses no goroutine at all, and one that waits is woken once. What became of each request of
+// a batch is what the worker said (worker.Outcome): the pool retries the unread ones and fails
+// the ones PHP may have begun, and never does index arithmetic to guess. A slot is busy until
+// its last request ended (DONE), not merely answered, so work PHP does after answering
+// (fastcgi_finish_request()) is never overlapped with the next request. A supervisor goroutine per slot
 // does the slow parts: booting, stopping and replacing processes.
 //
 // Every slot lives by one state machine, guarded by Pool.mu:
 //
-//	          boot ok               Do takes it              answered
+//	          boot ok               Do takes it            requests ended
 //	starting ────────> ready ─────────────────────> busy ───────────────> ready
 //	  ^  │               │                            │
-//	  │  │ boot fails    │ exits, Reset, Stop         │ fails, max_jobs, max_memory,
-//	  │  v               v                            v  Reset or Stop pending
+//	  │  │ boot fails    │ exits, Reset, Stop         │ fails, says it exits, max_jobs,
+//	  │  v               v                            v  max_memory, Reset or Stop pending
 //	backoff          stopping <───────────────────────┘
 //	  ^                  │ process gone
 //	  └──────────────────┴──> starting (a fresh worker), or the slot ends on Stop
@@ -400,7 +404,10 @@ func (p *Pool) takeLocked(s *slot) []*waiter {
 }
 
 // run executes a batch on slot s, from the goroutine of its first waiter, and releases the slot.
-// It reports whether that first waiter must wait again: its request never reached PHP.
+// It reports whether that first waiter must wait again: its request never reached PHP. Once the
+// first waiter's answer is complete while the worker still works (after
+// fastcgi_finish_request(), or on the rest of the batch), that goroutine returns to its client
+// and another one sees the exchange through.
 func (p *Pool) run(s *slot, batch []*waiter) (retry bool) {
 	self := batch[0]
 	// Requests whose client left before they reached PHP are dropped here.
@@ -420,43 +427,62 @@ func (p *Pool) run(s *slot, batch []*waiter) (retry bool) {
 	}
 	w := s.w
 	calls := make([]*worker.Call, len(live))
+	lead := -1
 	for i, l := range live {
 		calls[i] = l.call
+		if l == self {
+			lead = i
+		}
 	}
-	start := time.Now()
-	answered, err := w.Exec(p.life, calls, p.opts.ExecTimeout, func(i int) {
-		// Each request of a batch goes back to its client as soon as it is answered.
+	// Each request of a batch goes back to its client as soon as it is answered.
+	answered := func(i int) {
 		if live[i] != self {
 			p.mu.Lock()
 			p.finishLocked(live[i], w.PID(), nil)
 			p.mu.Unlock()
 		}
-	})
-	if err == nil {
-		p.recordExec(time.Since(start) / time.Duration(answered))
-		if live[0] == self {
-			self.pid = w.PID()
-		}
-		p.release(s, answered, nil, nil)
+	}
+	start := time.Now()
+	done, err := w.Exec(p.life, calls, p.opts.ExecTimeout, lead, answered)
+	if !done {
+		self.pid = w.PID()
+		go func() {
+			err := w.Finish(answered)
+			p.settle(s, w, live, self, start, err)
+		}()
 		return false
 	}
-	// The request that was running failed, unless it never reached PHP; those after it never
-	// started, since a worker answers in order.
-	failedAt := answered
-	requeue := live[answered+1:]
-	if errors.Is(err, worker.ErrNotStarted) {
-		requeue = live[answered:]
-		failedAt = -1
-	}
-	if self == live[0] && answered == 0 && failedAt == -1 {
-		retry = true
-	}
+	return p.settle(s, w, live, self, start, err)
+}
+
+// settle gives every request of a finished exchange its result by the outcome the worker
+// reported, puts the unread ones back at the front of the queue and releases the slot. It
+// reports whether self was unread.
+func (p *Pool) settle(s *slot, w *worker.Worker, live []*waiter, self *waiter, start time.Time, fate error) (retry bool) {
+	var requeue []*waiter
+	answered := 0
 	p.mu.Lock()
-	if failedAt >= 0 {
-		p.finishLocked(live[failedAt], w.PID(), failed(err))
+	for _, l := range live {
+		switch l.call.Outcome {
+		case worker.Answered:
+			answered++
+			if l == self {
+				self.pid = w.PID()
+			}
+		case worker.Failed:
+			p.finishLocked(l, w.PID(), failed(l.call.Err))
+		case worker.Unread:
+			requeue = append(requeue, l)
+			if l == self {
+				retry = true
+			}
+		}
 	}
 	p.mu.Unlock()
-	p.release(s, answered, err, requeue)
+	if answered > 0 {
+		p.recordExec(time.Since(start) / time.Duration(answered))
+	}
+	p.release(s, answered, fate, requeue)
 	return retry
 }
 

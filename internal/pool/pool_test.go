@@ -43,7 +43,7 @@ func withWorker(t *testing.T, opts Options) Options {
 	}
 	opts.Worker = worker.Options{
 		Argv:        []string{"php", script},
-		Env:         append(os.Environ(), "PEREGRINE_PROTOCOL=2"),
+		Env:         append(os.Environ(), "PEREGRINE_PROTOCOL=3"),
 		BootTimeout: 30 * time.Second,
 	}
 	return opts

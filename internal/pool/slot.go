@@ -152,6 +152,8 @@ func reasonFor(err error) string {
 		return "protocol"
 	case errors.Is(err, worker.ErrAbandoned):
 		return "abandoned"
+	case errors.Is(err, worker.ErrExiting):
+		return "exit"
 	}
 	return "crash"
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // Version is the protocol version carried in every frame header.
-const Version = 2
+const Version = 3
 
 // HeaderSize is the size of a frame header in bytes.
 const HeaderSize = 12
@@ -31,14 +31,17 @@ const (
 	TypeError    Type = 5
 	TypeBody     Type = 6
 	TypeHints    Type = 7
+	TypeDone     Type = 8
 )
 
-// Flags of RESPONSE and BODY frames.
+// Flags of RESPONSE, BODY and DONE frames.
 const (
 	// FlagMore says more of the body follows in BODY frames.
 	FlagMore uint16 = 1 << 0
 	// FlagFlush asks the server to send the body so far to the client now.
 	FlagFlush uint16 = 1 << 1
+	// FlagLast, on a DONE frame, says the worker exits: it read no request after this one.
+	FlagLast uint16 = 1 << 2
 )
 
 // Limits on what a worker may send; docs/protocol.md states them.
@@ -69,6 +72,8 @@ func (t Type) String() string {
 		return "BODY"
 	case TypeHints:
 		return "HINTS"
+	case TypeDone:
+		return "DONE"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
@@ -111,7 +116,7 @@ func ParseHeader(b []byte) (Header, error) {
 		ID:     binary.LittleEndian.Uint32(b[4:]),
 		Length: binary.LittleEndian.Uint32(b[8:]),
 	}
-	if h.Type < TypeReady || h.Type > TypeHints {
+	if h.Type < TypeReady || h.Type > TypeDone {
 		return Header{}, fmt.Errorf("%w: %d (first bytes %q)", ErrType, b[1], b[:HeaderSize])
 	}
 	return h, nil

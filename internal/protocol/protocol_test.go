@@ -15,10 +15,11 @@ func TestParseHeaderErrors(t *testing.T) {
 	}{
 		{"short", []byte{1, 2, 0}, ErrMalformed},
 		{"version 1", []byte{1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, ErrVersion},
-		{"version 3", []byte{3, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, ErrVersion},
+		{"version 2", []byte{2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, ErrVersion},
+		{"version 4", []byte{4, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, ErrVersion},
 		{"garbage text", []byte("hello world!"), ErrVersion},
-		{"type zero", []byte{2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, ErrType},
-		{"type too big", []byte{2, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, ErrType},
+		{"type zero", []byte{3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, ErrType},
+		{"type too big", []byte{3, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, ErrType},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

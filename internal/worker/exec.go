@@ -9,6 +9,7 @@ import (
 	"os"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/peregrinephp/peregrine/internal/protocol"
 )
@@ -22,7 +23,35 @@ type Call struct {
 	Body io.Reader
 	// Answer receives the frames of the answer as they arrive.
 	Answer Answer
+
+	// Outcome is what became of the call, set by Exec (and Finish).
+	Outcome Outcome
+	// Err says why, when Outcome is Failed: it wraps ErrExecTimeout, ErrExited, ErrProtocol or
+	// ErrAbandoned.
+	Err error
 }
+
+// Outcome is what became of one Call. The worker says it (docs/protocol.md): an answer ends
+// with a frame without MORE, a request with DONE, and DONE with LAST means the worker read no
+// request after that one. The pool never has to infer it.
+//
+//	call      what the worker said                                outcome
+//	written   its answer's last frame                             Answered (the client has it)
+//	written   nothing, then DONE+LAST for an earlier request       Unread   (it may run elsewhere)
+//	written   nothing, and it died or was killed                  Failed   (PHP may have begun it)
+//	written   part of its answer, then died or was killed          Failed
+//	not yet   (Exec stopped before it: a failure, a LAST)          Unread
+type Outcome uint8
+
+// Outcomes of a Call.
+const (
+	// Unread: PHP never read the request; it may safely run on another worker.
+	Unread Outcome = iota
+	// Answered: the whole answer reached the Answer.
+	Answered
+	// Failed: PHP may have begun the request and its answer is not complete; Err says why.
+	Failed
+)
 
 // Answer receives the frames of one request's answer: HINTS frames, one RESPONSE, then BODY
 // frames while the previous one had protocol.FlagMore. Exec has checked their type, order, id
@@ -36,85 +65,146 @@ type Answer interface {
 // write that never waits for PHP.
 const PipeBuffer = 64 << 10
 
+// exchange is the batch of calls a worker is running, kept between Exec and Finish.
+type exchange struct {
+	ctx      context.Context
+	calls    []*Call
+	firstID  uint32
+	timeout  time.Duration
+	deadline time.Time   // of the current call's request
+	next     int         // the call whose answer or DONE is awaited
+	answered bool        // calls[next]'s answer is complete; its DONE is awaited
+	pending  chan error  // the rest of the write, when it could not be done at once
+	stop     func() bool // unregisters the kill on ctx
+}
+
 // Exec runs calls on the worker: it writes their frames, the whole batch in one write where it
-// can, and reads the answers in order, handing each frame to its call's Answer as it arrives.
-// timeout bounds each request, from the moment the previous one was answered; cancelling ctx
-// kills the worker. answered, if not nil, is called with a call's index as soon as its answer is
-// complete.
+// can, and reads the answers in order, handing each frame to its call's Answer as it arrives
+// and calling answered(i), if not nil, as soon as call i's answer is complete. timeout bounds
+// each request from the moment the worker is free to read it (the previous request's DONE) to
+// its own DONE, the work PHP does after its answer (fastcgi_finish_request()) included;
+// cancelling ctx kills the worker.
 //
 // Exec never lets a write block the reads: what cannot be written at once goes on from another
 // goroutine while the answers are read, so a worker that answers before reading its whole
 // request cannot deadlock with the server.
 //
-// It returns how many calls were answered. With a nil error that is all of them. Otherwise the
-// worker is dead or killed (or both) and the error says what happened to call number
-// `answered`: ErrExecTimeout, ErrExited or ErrProtocol, also wrapping ErrNotStarted when no byte
-// of it reached PHP. Calls after it never started: a worker answers in order.
-func (w *Worker) Exec(ctx context.Context, calls []*Call, timeout time.Duration, answered func(i int)) (int, error) {
-	if err := w.checkQuiet(); err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrNotStarted, err)
+// Exec returns done once every call has its Outcome. But when call lead's answer is complete
+// and the rest of the exchange must wait on PHP (the request's work after its answer, later
+// calls of the batch), it returns early with done false: its caller can give the answer to its
+// client, and must call Finish, from any goroutine, to see the exchange through. A negative lead
+// never returns early.
+//
+// err is the worker's fate once the exchange is done: nil when it can take more requests;
+// otherwise it wraps ErrExiting (it said it exits), ErrExited, ErrExecTimeout, ErrProtocol or
+// ErrAbandoned, and the worker is dead, killed or exiting.
+func (w *Worker) Exec(ctx context.Context, calls []*Call, timeout time.Duration, lead int, answered func(i int)) (done bool, err error) {
+	for _, c := range calls {
+		c.Outcome, c.Err = Unread, nil
 	}
-	firstID := w.nextID + 1
+	if err := w.checkQuiet(); err != nil {
+		return true, err
+	}
+	x := &w.x
+	*x = exchange{ctx: ctx, calls: calls, firstID: w.nextID + 1, timeout: timeout}
 	for _, c := range calls {
 		w.nextID++
 		binary.LittleEndian.PutUint32(c.Frame[4:8], w.nextID)
 	}
-	stop := context.AfterFunc(ctx, w.Kill)
-	defer stop()
-
-	deadline := time.Time{}
+	x.stop = context.AfterFunc(ctx, w.Kill)
 	if timeout > 0 {
-		deadline = time.Now().Add(timeout)
+		x.deadline = time.Now().Add(timeout)
 	}
-	_ = w.toPHP.SetWriteDeadline(deadline)
+	_ = w.toPHP.SetWriteDeadline(x.deadline)
 	wrote, writeErr := w.write(calls)
 	if writeErr != nil && wrote == 0 {
+		// Nothing reached PHP: every call is Unread.
 		w.Kill()
 		<-w.exited
-		return 0, fmt.Errorf("%w: %w: write request: %w%s", ErrNotStarted, ErrExited, writeErr, w.describeExit())
+		return true, w.endExchange(fmt.Errorf("%w: write request: %w%s", ErrExited, writeErr, w.describeExit()))
 	}
-	var pending chan error // the rest of the write, when it could not be done at once
 	if writeErr == nil && wrote < w.batchLen(calls) || calls[0].Body != nil {
-		pending = make(chan error, 1)
-		go func() { pending <- w.writeRest(calls, wrote) }()
+		x.pending = make(chan error, 1)
+		go func() { x.pending <- w.writeRest(calls, wrote) }()
 	}
-
-	for i, c := range calls {
-		if err := w.readAnswer(ctx, c, firstID+uint32(i), deadline); err != nil {
-			if pending != nil {
-				<-pending // the kill in readAnswer ends the write
-			}
-			return i, err
-		}
-		if answered != nil {
-			answered(i)
-		}
-		if timeout > 0 && i+1 < len(calls) {
-			deadline = time.Now().Add(timeout)
-		}
-	}
-	if pending != nil {
-		// PHP discards what it did not read of a body before it reads on; the writer ends soon.
-		if err := <-pending; err != nil {
-			w.Kill()
-			<-w.exited
-			return len(calls), fmt.Errorf("%w: the worker answered but did not take its whole request: %w", ErrProtocol, err)
-		}
-	}
-	return len(calls), nil
+	return w.readExchange(lead, answered)
 }
 
-// checkQuiet makes sure the worker wrote nothing since its last answer: a worker that did broke
-// the protocol, and what it wrote must not pass for the next request's answer.
+// Finish sees through an exchange that Exec left early, and returns the worker's fate as Exec
+// would have.
+func (w *Worker) Finish(answered func(i int)) error {
+	_, err := w.readExchange(-1, answered)
+	return err
+}
+
+// readExchange reads answers and DONE frames until every call has its outcome, or until call
+// lead is answered and what follows is not in the buffer yet (false).
+func (w *Worker) readExchange(lead int, answered func(i int)) (done bool, err error) {
+	x := &w.x
+	for x.next < len(x.calls) {
+		i, c := x.next, x.calls[x.next]
+		id := x.firstID + uint32(i)
+		if !x.answered {
+			unread, err := w.readAnswer(x.ctx, c, id, x.deadline)
+			if unread {
+				return true, w.endExchange(err)
+			}
+			if err != nil {
+				c.Outcome, c.Err = Failed, err
+				return true, w.endExchange(err)
+			}
+			c.Outcome, x.answered = Answered, true
+			if answered != nil {
+				answered(i)
+			}
+			if i == lead && w.in.Buffered() < protocol.HeaderSize {
+				return false, nil
+			}
+		}
+		last, err := w.readDone(x.ctx, id, x.deadline)
+		if err != nil {
+			return true, w.endExchange(err)
+		}
+		x.next++
+		x.answered = false
+		if last {
+			return true, w.endExchange(fmt.Errorf("%w after request %d", ErrExiting, id))
+		}
+		if x.timeout > 0 {
+			x.deadline = time.Now().Add(x.timeout)
+		}
+	}
+	return true, w.endExchange(nil)
+}
+
+// endExchange ends the exchange with the worker's fate: it waits for the writer, which a worker
+// that exits or was killed unblocks, and turns a writer's failure under a healthy worker into
+// the protocol violation it is.
+func (w *Worker) endExchange(fate error) error {
+	x := &w.x
+	if x.stop != nil {
+		x.stop()
+	}
+	if x.pending != nil {
+		if fate != nil {
+			// Whatever the worker did not read stays unread: end the write now.
+			_ = w.toPHP.Close()
+		}
+		// PHP discards what it did not read of a body before it reads on; the writer ends soon.
+		if err := <-x.pending; err != nil && fate == nil {
+			w.Kill()
+			<-w.exited
+			fate = fmt.Errorf("%w: the worker answered but did not take its whole request: %w", ErrProtocol, err)
+		}
+	}
+	*x = exchange{}
+	return fate
+}
+
+// checkQuiet makes sure the worker wrote nothing since its last answer but, possibly, that it
+// exits (DONE with LAST), and that it still runs: a worker that wrote anything else broke the
+// protocol, and what it wrote must not pass for the next request's answer.
 func (w *Worker) checkQuiet() error {
-	if w.in.Buffered() > 0 {
-		w.Kill()
-		<-w.exited
-		return fmt.Errorf("%w: %d bytes written after the last answer", ErrProtocol, w.in.Buffered())
-	}
-	if w.hasExited() {
-		return fmt.Errorf("%w%s", ErrExited, w.describeExit())
-	}
 	// The last request's read deadline may have passed while the worker was idle; a raw read
 	// would then fail without reading, which must not pass for an end of file.
 	if err := w.fromPHP.SetReadDeadline(time.Time{}); err != nil {
@@ -124,18 +214,43 @@ func (w *Worker) checkQuiet() error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrExited, err)
 	}
+	waiting := w.in.Buffered()
+	if waiting == 0 {
+		// FIONREAD tells what the pipe holds without taking it; a read would consume it.
+		if err := rc.Control(func(fd uintptr) {
+			n, e := ioctlInt(fd, syscall.TIOCINQ)
+			if e == nil {
+				waiting = n
+			}
+		}); err != nil {
+			return fmt.Errorf("%w: %w", ErrExited, err)
+		}
+	}
+	if waiting == 0 && w.hasExited() {
+		return fmt.Errorf("%w%s", ErrExited, w.describeExit())
+	}
+	if waiting > 0 {
+		_ = w.setReadDeadline(time.Now().Add(time.Second))
+		h, _, err := w.readFrame()
+		if err == nil && h.Type == protocol.TypeDone && h.Flags&protocol.FlagLast != 0 && w.in.Buffered() == 0 {
+			return fmt.Errorf("%w after request %d", ErrExiting, h.ID)
+		}
+		w.Kill()
+		<-w.exited
+		return fmt.Errorf("%w: a %s frame written after the last answer", ErrProtocol, h.Type)
+	}
 	var b [1]byte
 	n, rerr := -1, error(nil)
 	if err := rc.Read(func(fd uintptr) bool {
 		n, rerr = syscall.Read(int(fd), b[:])
-		return true // never wait: this only peeks
+		return true // never wait: this only looks for end of file
 	}); err != nil {
 		w.Kill()
 		<-w.exited
 		return fmt.Errorf("%w: reading its protocol pipe: %w", ErrExited, err)
 	}
 	switch {
-	case n > 0:
+	case n > 0: // written just now, after FIONREAD looked
 		w.Kill()
 		<-w.exited
 		return fmt.Errorf("%w: bytes written after the last answer", ErrProtocol)
@@ -149,6 +264,15 @@ func (w *Worker) checkQuiet() error {
 		return fmt.Errorf("%w: it closed its protocol pipe%s", ErrExited, w.describeExit())
 	}
 	return nil
+}
+
+// ioctlInt runs an ioctl whose argument is a pointer to an int it fills.
+func ioctlInt(fd uintptr, req uintptr) (int, error) {
+	var n int32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, req, uintptr(unsafe.Pointer(&n))); e != 0 {
+		return 0, e
+	}
+	return int(n), nil
 }
 
 // batchLen is the number of bytes of the calls' frames held in memory.
@@ -211,44 +335,66 @@ func (w *Worker) writeRest(calls []*Call, wrote int) error {
 	return nil
 }
 
-// readAnswer reads the frames of one answer and hands them to c.Answer.
-func (w *Worker) readAnswer(ctx context.Context, c *Call, id uint32, deadline time.Time) error {
+// readAnswer reads the frames of one answer and hands them to c.Answer. unread says the
+// worker exits without having read this request: its first frame was a DONE with LAST for an
+// earlier one.
+func (w *Worker) readAnswer(ctx context.Context, c *Call, id uint32, deadline time.Time) (unread bool, err error) {
 	_ = w.setReadDeadline(deadline)
 	gotResponse := false
 	for {
 		h, payload, err := w.readFrame()
 		if err != nil {
-			return w.fail(ctx, err)
+			return false, w.fail(ctx, err)
 		}
 		switch {
 		case h.Type == protocol.TypeError:
 			w.Kill()
 			<-w.exited
-			return fmt.Errorf("%w: the worker reported: %s", ErrProtocol, payload)
+			return false, fmt.Errorf("%w: the worker reported: %s", ErrProtocol, payload)
+		case h.Type == protocol.TypeDone && !gotResponse && h.ID < id && h.Flags&protocol.FlagLast != 0:
+			return true, fmt.Errorf("%w after request %d", ErrExiting, h.ID)
 		case h.ID != id:
-			return w.violation("a %s frame for request %d, want %d", h.Type, h.ID, id)
+			return false, w.violation("a %s frame for request %d, want %d", h.Type, h.ID, id)
 		case h.Type == protocol.TypeHints && !gotResponse,
 			h.Type == protocol.TypeResponse && !gotResponse,
 			h.Type == protocol.TypeBody && gotResponse:
 		default:
-			return w.violation("a %s frame out of place", h.Type)
+			return false, w.violation("a %s frame out of place", h.Type)
 		}
 		if err := c.Answer.Frame(h.Type, h.Flags, payload); err != nil {
 			if errors.Is(err, ErrAbandoned) {
 				w.Kill()
 				<-w.exited
-				return err
+				return false, err
 			}
-			return w.violation("%s frame: %v", h.Type, err)
+			return false, w.violation("%s frame: %v", h.Type, err)
 		}
 		if h.Type == protocol.TypeHints {
 			continue
 		}
 		gotResponse = true
 		if h.Flags&protocol.FlagMore == 0 {
-			return nil
+			return false, nil
 		}
 	}
+}
+
+// readDone reads the DONE frame that ends request id, after its answer: at once, or when PHP
+// ends the work it does after answering. last says the worker exits after it.
+func (w *Worker) readDone(ctx context.Context, id uint32, deadline time.Time) (last bool, err error) {
+	_ = w.setReadDeadline(deadline)
+	h, _, err := w.readFrame()
+	switch {
+	case err != nil:
+		return false, w.fail(ctx, err)
+	case h.Type == protocol.TypeError:
+		w.Kill()
+		<-w.exited
+		return false, fmt.Errorf("%w: the worker reported an error after its answer", ErrProtocol)
+	case h.Type != protocol.TypeDone || h.ID != id || h.Length != 0:
+		return false, w.violation("a %s frame for request %d after the answer, want DONE for %d", h.Type, h.ID, id)
+	}
+	return h.Flags&protocol.FlagLast != 0, nil
 }
 
 func (w *Worker) violation(format string, args ...any) error {

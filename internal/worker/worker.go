@@ -51,9 +51,9 @@ var (
 	ErrExited      = errors.New("worker: process exited")
 	ErrProtocol    = errors.New("worker: protocol violation")
 	ErrBoot        = errors.New("worker: failed to boot")
-	// ErrNotStarted is wrapped, beside one of the above, when the request that failed had not
-	// reached PHP at all: it may safely run elsewhere.
-	ErrNotStarted = errors.New("worker: the request never reached PHP")
+	// ErrExiting says the worker announced its exit (DONE with LAST: a fatal error, its script
+	// left its loop): it reads no more requests.
+	ErrExiting = errors.New("worker: the worker exits")
 	// ErrAbandoned is what an Answer returns (wrapped) to stop a request whose client is gone
 	// while PHP still sends; Exec kills the worker and reports it, not as a protocol violation.
 	ErrAbandoned = errors.New("worker: the answer's client is gone")
@@ -77,6 +77,7 @@ type Worker struct {
 	out     []byte // reused write buffer for batches
 	payload []byte // reused read buffer for answer frames
 	nextID  uint32
+	x       exchange // the batch being run, between Exec and Finish
 	opts    Options
 	log     *slog.Logger
 	started time.Time

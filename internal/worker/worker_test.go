@@ -45,7 +45,7 @@ func start(t *testing.T, script string) *Worker {
 	t.Helper()
 	path, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "workers", script))
 	w, err := Start(context.Background(), Options{
-		Argv: []string{"php", path}, Env: append(os.Environ(), "PEREGRINE_PROTOCOL=2"), BootTimeout: 30 * time.Second,
+		Argv: []string{"php", path}, Env: append(os.Environ(), "PEREGRINE_PROTOCOL=3"), BootTimeout: 30 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -106,9 +106,9 @@ func TestExecBatchInOrder(t *testing.T) {
 	}
 	cs, as := calls(t, "/pid", "/status?code=404", "/pid")
 	var done []int
-	n, err := w.Exec(context.Background(), cs, time.Minute, func(i int) { done = append(done, i) })
-	if err != nil || n != 3 || !reflect.DeepEqual(done, []int{0, 1, 2}) {
-		t.Fatalf("answered %d, err %v, done %v", n, err, done)
+	finished, err := w.Exec(context.Background(), cs, time.Minute, -1, func(i int) { done = append(done, i) })
+	if err != nil || !finished || !reflect.DeepEqual(done, []int{0, 1, 2}) || outcomes(cs) != "AAA" {
+		t.Fatalf("finished %v, err %v, done %v, outcomes %s", finished, err, done, outcomes(cs))
 	}
 	if as[0].status != 200 || as[1].status != 404 || string(as[0].body) != string(as[2].body) {
 		t.Fatalf("answers %+v %+v %+v", as[0], as[1], as[2])
@@ -131,9 +131,9 @@ func TestExecFailures(t *testing.T) {
 		t.Run(tt.path, func(t *testing.T) {
 			w := start(t, "app.php")
 			cs, _ := calls(t, "/pid", tt.path, "/pid")
-			n, err := w.Exec(context.Background(), cs, 5*time.Second, nil)
-			if !errors.Is(err, tt.want) || n != 1 || errors.Is(err, ErrNotStarted) || !strings.Contains(err.Error(), tt.message) {
-				t.Fatalf("answered %d err %v", n, err)
+			_, err := w.Exec(context.Background(), cs, 5*time.Second, -1, nil)
+			if !errors.Is(err, tt.want) || outcomes(cs) != "AFU" || !errors.Is(cs[1].Err, tt.want) || !strings.Contains(err.Error(), tt.message) {
+				t.Fatalf("outcomes %s, err %v, call err %v", outcomes(cs), err, cs[1].Err)
 			}
 			select {
 			case <-w.Exited():
@@ -156,7 +156,7 @@ func TestExecLargeRequestAndAnswer(t *testing.T) {
 			t.Fatal(err)
 		}
 		a := &collected{}
-		if _, err := w.Exec(context.Background(), []*Call{{Frame: frame, Answer: a}}, 30*time.Second, nil); err != nil {
+		if _, err := w.Exec(context.Background(), []*Call{{Frame: frame, Answer: a}}, 30*time.Second, -1, nil); err != nil {
 			t.Fatalf("size %d: %v", size, err)
 		}
 		if a.status != 200 || len(a.body) != size {
@@ -168,7 +168,7 @@ func TestExecLargeRequestAndAnswer(t *testing.T) {
 			t.Fatal(err)
 		}
 		a = &collected{}
-		if _, err := w.Exec(context.Background(), []*Call{{Frame: head, Body: strings.NewReader(body), Answer: a}}, 30*time.Second, nil); err != nil {
+		if _, err := w.Exec(context.Background(), []*Call{{Frame: head, Body: strings.NewReader(body), Answer: a}}, 30*time.Second, -1, nil); err != nil {
 			t.Fatalf("size %d from a reader: %v", size, err)
 		}
 		if !strings.Contains(string(a.body), `"bodyLength":`+strconv.Itoa(size)) {
@@ -182,7 +182,7 @@ func TestExecLargeRequestAndAnswer(t *testing.T) {
 func TestExecRefusesBytesAfterAnAnswer(t *testing.T) {
 	w := start(t, "app.php")
 	cs, _ := calls(t, "/forge")
-	if _, err := w.Exec(context.Background(), cs, 5*time.Second, nil); err != nil {
+	if _, err := w.Exec(context.Background(), cs, 5*time.Second, -1, nil); err != nil {
 		t.Fatal(err)
 	}
 	cs, as := calls(t, "/pid")
@@ -195,9 +195,9 @@ func TestExecRefusesBytesAfterAnAnswer(t *testing.T) {
 			}
 		}
 	}
-	_, err = w.Exec(context.Background(), cs, 5*time.Second, nil)
-	if !errors.Is(err, ErrProtocol) || !errors.Is(err, ErrNotStarted) || as[0].status != 0 {
-		t.Fatalf("err %v, answer %+v", err, as[0])
+	_, err = w.Exec(context.Background(), cs, 5*time.Second, -1, nil)
+	if !errors.Is(err, ErrProtocol) || cs[0].Outcome != Unread || as[0].status != 0 {
+		t.Fatalf("err %v, outcome %s, answer %+v", err, outcomes(cs), as[0])
 	}
 }
 
@@ -209,7 +209,7 @@ func TestExecCancelKills(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		cancel()
 	}()
-	_, err := w.Exec(ctx, cs, time.Minute, nil)
+	_, err := w.Exec(ctx, cs, time.Minute, -1, nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v", err)
 	}
@@ -237,7 +237,7 @@ func TestKilledBySIGKILL(t *testing.T) {
 		t.Fatal("a running worker reported as killed")
 	}
 	cs, _ := calls(t, "/crash")
-	_, _ = crashed.Exec(context.Background(), cs, time.Minute, nil)
+	_, _ = crashed.Exec(context.Background(), cs, time.Minute, -1, nil)
 	<-crashed.Exited()
 	if crashed.KilledBySIGKILL() {
 		t.Errorf("a worker that exited with code 3 reported as killed: %v", crashed.ExitError())
@@ -259,7 +259,7 @@ func TestIdleLongerThanTheTimeout(t *testing.T) {
 	w := start(t, "app.php")
 	for i := range 3 {
 		cs, as := calls(t, "/pid")
-		if _, err := w.Exec(context.Background(), cs, 100*time.Millisecond, nil); err != nil || as[0].status != 200 {
+		if _, err := w.Exec(context.Background(), cs, 100*time.Millisecond, -1, nil); err != nil || as[0].status != 200 {
 			t.Fatalf("request %d: %v %+v", i, err, as[0])
 		}
 		time.Sleep(300 * time.Millisecond) // idle past the deadline of the request before

@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// Frame types and flags of protocol version 2 (docs/protocol.md), encoded by hand here so these
+// Frame types and flags of protocol version 3 (docs/protocol.md), encoded by hand here so these
 // tests check the binary against the specification, not against the Go codec.
 const (
 	typeReady    = 1
@@ -27,7 +27,9 @@ const (
 	typeError    = 5
 	typeBody     = 6
 	typeHints    = 7
+	typeDone     = 8
 	flagMore     = 1
+	flagLast     = 4
 	flagFlush    = 2
 	maxBodyFrame = 1 << 20
 )
@@ -82,6 +84,7 @@ type answer struct {
 	Body    string
 	Frames  []frame
 	Hints   [][]field
+	Last    bool // the request's DONE frame said the worker exits after it
 }
 
 // Header returns the values of the header name (any case), in order.
@@ -159,7 +162,7 @@ func startEnv(t testing.TB, env []string, argv ...string) *proc {
 	p := &proc{in: w3, out: r4, rd: bufio.NewReaderSize(r4, 1<<16), log: &syncBuffer{}, nextID: 1}
 	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.ExtraFiles = []*os.File{r3, w4}
-	p.cmd.Env = append(append(os.Environ(), "PEREGRINE_PROTOCOL=2"), env...)
+	p.cmd.Env = append(append(os.Environ(), "PEREGRINE_PROTOCOL=3"), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -199,8 +202,8 @@ func (p *proc) readFrame(t testing.TB) frame {
 	if _, err := io.ReadFull(p.rd, h[:]); err != nil {
 		t.Fatalf("reading a frame header: %v\n%s", err, p.log)
 	}
-	if h[0] != 2 {
-		t.Fatalf("frame version %d, want 2", h[0])
+	if h[0] != 3 {
+		t.Fatalf("frame version %d, want 3", h[0])
 	}
 	f := frame{Type: h[1], Flags: binary.LittleEndian.Uint16(h[2:]), ID: binary.LittleEndian.Uint32(h[4:])}
 	f.Payload = make([]byte, binary.LittleEndian.Uint32(h[8:]))
@@ -231,7 +234,7 @@ func (p *proc) expectEOF(t testing.TB) {
 }
 
 func appendFrame(dst []byte, typ uint8, id uint32, payload []byte) []byte {
-	dst = append(dst, 2, typ, 0, 0)
+	dst = append(dst, 3, typ, 0, 0)
 	dst = binary.LittleEndian.AppendUint32(dst, id)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
 	return append(dst, payload...)
@@ -340,6 +343,13 @@ func (p *proc) readAnswerFrom(t testing.TB, id uint32, f frame) *answer {
 		body.Write(f.Payload)
 		if f.Flags&flagMore == 0 {
 			a.Body = body.String()
+			// The request ends with its DONE frame, at once or after the work PHP does past
+			// its answer.
+			d := p.readFrame(t)
+			if d.Type != typeDone || d.ID != id || len(d.Payload) != 0 {
+				t.Fatalf("after the answer to %d: frame type %d for %d, want DONE", id, d.Type, d.ID)
+			}
+			a.Last = d.Flags&flagLast != 0
 			return a
 		}
 	}

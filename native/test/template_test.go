@@ -42,7 +42,7 @@ func startTemplate(t *testing.T, env []string, argv ...string) *template {
 	argv = slices.Concat(argv[:at], []string{"--template"}, argv[at:])
 	tp.cmd = exec.Command(argv[0], argv[1:]...)
 	tp.cmd.ExtraFiles = []*os.File{theirs}
-	tp.cmd.Env = append(append(os.Environ(), "PEREGRINE_PROTOCOL=2"), env...)
+	tp.cmd.Env = append(append(os.Environ(), "PEREGRINE_PROTOCOL=3"), env...)
 	tp.cmd.Stdout, tp.cmd.Stderr = tp.log, tp.log
 	if err := tp.cmd.Start(); err != nil {
 		t.Fatal(err)

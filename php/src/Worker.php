@@ -46,6 +46,15 @@ final class Worker
     /** @var list<callable> */
     private array $resetHooks = [];
 
+    /** The last request that ended (its DONE went out); 0 before the first. */
+    private int $lastId = 0;
+
+    /** Between a REQUEST and its DONE. */
+    private bool $inRequest = false;
+
+    /** The server said STOP (or closed the pipe): it expects nothing more. */
+    private bool $stopped = false;
+
     /**
      * @param resource $log where failures are reported
      */
@@ -63,9 +72,9 @@ final class Worker
      */
     public static function create(): self
     {
-        if (getenv('PEREGRINE_PROTOCOL') !== '2') {
+        if (getenv('PEREGRINE_PROTOCOL') !== '3') {
             throw new \RuntimeException('This script must be started by the peregrine server, e.g. '
-                . '`peregrine serve worker.php`: PEREGRINE_PROTOCOL=2 is not set in its environment.');
+                . '`peregrine serve worker.php`: PEREGRINE_PROTOCOL=3 is not set in its environment.');
         }
 
         // Under Peregrine's native runtime (peregrine-php) PHP itself speaks to the server, and
@@ -203,25 +212,47 @@ final class Worker
     {
         $connection = $this->connection;
         CurrentRequest::$connection = $connection;
+        // However the script ends between requests (exit() in a reset hook, a fatal error
+        // there), the server learns that requests it wrote after the last one went unread, and
+        // gives them to another worker. Inside a request, the end of the pipe says it failed.
+        register_shutdown_function(function () use ($connection): void {
+            if ($this->stopped || $this->inRequest) {
+                return;
+            }
+            try {
+                $connection->send(Frame::done($this->lastId, true));
+            } catch (ProtocolError) {
+                // The server is gone.
+            }
+        });
         try {
             $connection->send(Frame::ready(PHP_VERSION));
             while (($payload = $connection->receive($id)) !== null) {
+                $this->inRequest = true;
                 CurrentRequest::$id = $id; // for earlyHints() until the answer begins
                 $answer = $respond($id, $payload);
                 CurrentRequest::$id = 0;
-                // Written at once, before the next request of a batch: a crash loses nothing answered.
-                $connection->send($answer);
-                if ($this->resetHooks !== []) {
-                    $this->reset();
-                }
-                if (Superglobals::stuck()) {
-                    // A non-removable output buffer stays open for good: the next request would
-                    // start inside it. Exit after the answer, so the server starts a clean worker.
+                // A non-removable output buffer stays open for good: the next request would
+                // start inside it. Exit after the answer, so the server starts a clean worker.
+                $stuck = Superglobals::stuck();
+                // The answer and the request's end in one write, before the next request of a
+                // batch: a crash loses nothing answered. Reset hooks run after it, on the
+                // next request's time.
+                $connection->send($answer . Frame::done($id, $stuck));
+                $this->lastId = $id;
+                $this->inRequest = false;
+                if ($stuck) {
+                    $this->stopped = true; // said already
                     $this->log('An output buffer that cannot be removed (ob_start with flags 0) was left open; exiting so that the server replaces this worker');
                     exit(0);
                 }
+                if ($this->resetHooks !== []) {
+                    $this->reset();
+                }
             }
+            $this->stopped = true;
         } catch (ProtocolError $e) {
+            $this->stopped = true; // the ERROR frame is its last word
             $this->log($e->getMessage());
             try {
                 $connection->send(Frame::error($e->getMessage()));

@@ -56,6 +56,7 @@ final class FrameTest extends TestCase
             'RESPONSE' => $this->response($vector, $frame['payload']),
             'BODY' => Frame::body($vector['id'], $this->text($vector + ['text' => ''], $frame['payload']), $vector['flags']),
             'HINTS' => Frame::hints($vector['id'], self::headerList($vector['fields'])),
+            'DONE' => Frame::done($vector['id'], ($vector['flags'] & Frame::FLAG_LAST) !== 0),
         };
         $this->assertSame($vector['flags'], $frame['flags']);
         $this->assertSame($vector['hex'], bin2hex($reencoded));

@@ -26,7 +26,7 @@ Peregrine\Worker::create()->onReset(function () use (&$after): void {
                 $fd = fopen('php://fd/4', 'wb');
                 $head = "X-Forged\0yes";
                 $body = 'forged answer';
-                fwrite($fd, pack('CCvVVvV', 2, 3, 0, $served + 1, 6 + strlen($head) + strlen($body), 200, strlen($head)) . $head . $body);
+                fwrite($fd, pack('CCvVVvV', 3, 3, 0, $served + 1, 6 + strlen($head) + strlen($body), 200, strlen($head)) . $head . $body);
                 fflush($fd);
             };
             return new Response(200, [], 'honest answer');

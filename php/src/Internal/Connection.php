@@ -70,7 +70,7 @@ final class Connection
                 // whole header by name, and this runs for every request.
                 $type = $this->buffer[$offset + 1];
                 [1 => $frameId, 2 => $length] = unpack('V2', $this->buffer, $offset + 4);
-                if ($this->buffer[$offset] !== "\2" || ($type !== "\2" && ($type !== "\4" || $length !== 0)) || $length > $this->maxLength) {
+                if ($this->buffer[$offset] !== "\3" || ($type !== "\2" && ($type !== "\4" || $length !== 0)) || $length > $this->maxLength) {
                     throw new ProtocolError($this->describe());
                 }
                 $total = Frame::HEADER_SIZE + $length;

@@ -12,7 +12,7 @@ namespace Peregrine\Internal;
  */
 final class Frame
 {
-    public const VERSION = 2;
+    public const VERSION = 3;
     public const HEADER_SIZE = 12;
 
     public const READY = 1;
@@ -22,17 +22,21 @@ final class Frame
     public const ERROR = 5;
     public const BODY = 6;
     public const HINTS = 7;
+    public const DONE = 8;
 
     /** RESPONSE and BODY flag: more of the body follows in BODY frames. */
     public const FLAG_MORE = 1;
     /** RESPONSE and BODY flag: send the body so far to the client now. */
     public const FLAG_FLUSH = 2;
 
+    /** DONE flag: the worker exits after this request and read no request after it. */
+    public const FLAG_LAST = 4;
+
     /** The most body bytes one frame carries; the server refuses frames over 2 MiB. */
     public const MAX_BODY_PART = 1048576;
 
     /** Names used in error messages, indexed by type. */
-    public const NAMES = [1 => 'READY', 2 => 'REQUEST', 3 => 'RESPONSE', 4 => 'STOP', 5 => 'ERROR', 6 => 'BODY', 7 => 'HINTS'];
+    public const NAMES = [1 => 'READY', 2 => 'REQUEST', 3 => 'RESPONSE', 4 => 'STOP', 5 => 'ERROR', 6 => 'BODY', 7 => 'HINTS', 8 => 'DONE'];
 
     /** The unpack() format of a frame header; keys version, type, flags, id, length. */
     public const HEADER_FORMAT = 'Cversion/Ctype/vflags/Vid/Vlength';
@@ -75,6 +79,15 @@ final class Frame
     public static function ready(string $phpVersion): string
     {
         return self::encode(self::READY, 0, $phpVersion);
+    }
+
+    /**
+     * Encodes a DONE frame: request $id has ended (its answer went before it). With $last the
+     * worker says it exits and read no request after this one ($id 0: none at all).
+     */
+    public static function done(int $id, bool $last = false): string
+    {
+        return pack('CCvVV', self::VERSION, self::DONE, $last ? self::FLAG_LAST : 0, $id, 0);
     }
 
     public static function stop(): string

@@ -36,7 +36,8 @@ final class Frames
 
     /**
      * Joins the frames of answers: each RESPONSE with the BODY frames that follow it while the
-     * previous frame had FLAG_MORE.
+     * previous frame had FLAG_MORE, and checks that a DONE frame ends each request before the
+     * next answer begins (a last DONE with FLAG_LAST may follow, as a worker says when it exits).
      *
      * @param list<array{type: int, id: int, flags: int, payload: string}> $frames
      *
@@ -46,18 +47,36 @@ final class Frames
     {
         $answers = [];
         $more = false;
+        $ended = true;
         foreach ($frames as $frame) {
+            if ($frame['type'] === Frame::HINTS) {
+                Assert::assertFalse($more, 'a HINTS frame inside an answer');
+                continue;
+            }
+            if ($frame['type'] === Frame::DONE) {
+                Assert::assertFalse($more, 'a DONE frame inside an answer');
+                if ($ended) { // only the exit's DONE may follow a request's DONE
+                    Assert::assertSame(Frame::FLAG_LAST, $frame['flags'] & Frame::FLAG_LAST, 'a second DONE frame without FLAG_LAST');
+                } else {
+                    Assert::assertSame($answers[\count($answers) - 1]['id'], $frame['id'], 'DONE names its request');
+                }
+                $ended = true;
+                continue;
+            }
             if ($more) {
                 Assert::assertSame(Frame::BODY, $frame['type'], 'a BODY frame after FLAG_MORE');
                 Assert::assertSame($answers[\count($answers) - 1]['id'], $frame['id']);
                 $answers[\count($answers) - 1]['body'] .= $frame['payload'];
             } else {
                 Assert::assertSame(Frame::RESPONSE, $frame['type']);
+                Assert::assertTrue($ended, 'an answer before the DONE of the request before');
                 $answers[] = ['id' => $frame['id']] + self::response($frame['payload']);
+                $ended = false;
             }
             $more = ($frame['flags'] & Frame::FLAG_MORE) !== 0;
         }
         Assert::assertFalse($more, 'an answer left open');
+        Assert::assertTrue($ended || $answers === [], 'a request without its DONE frame');
 
         return $answers;
     }

@@ -9,7 +9,7 @@ use PHPUnit\Framework\Assert;
 
 /**
  * WorkerProcess runs a PHP worker script the way the server does: fd 3 carries frames to it,
- * fd 4 frames from it, PEREGRINE_PROTOCOL=2 is in its environment.
+ * fd 4 frames from it, PEREGRINE_PROTOCOL=3 is in its environment.
  */
 final class WorkerProcess
 {
@@ -33,7 +33,7 @@ final class WorkerProcess
     {
         $env = array_merge(getenv(), $env);
         if ($protocol) {
-            $env['PEREGRINE_PROTOCOL'] = '2';
+            $env['PEREGRINE_PROTOCOL'] = '3';
         } else {
             unset($env['PEREGRINE_PROTOCOL']);
         }
@@ -102,6 +102,10 @@ final class WorkerProcess
             Assert::assertSame($answer['id'], $frame['id']);
             $answer['body'] .= $frame['payload'];
         }
+        $done = $this->readFrame();
+        Assert::assertSame(Frame::DONE, $done['type'], 'the DONE frame after an answer');
+        Assert::assertSame($answer['id'], $done['id'], 'the DONE frame names the request');
+        $answer['last'] = ($done['flags'] & Frame::FLAG_LAST) !== 0;
 
         return $answer;
     }

@@ -123,7 +123,7 @@ foreach ($scripts as $mode => $code) {
     file_put_contents($script, '<?php require ' . var_export(realpath(__DIR__ . '/../../autoload.php'), true) . ';'
         . 'require "/usr/share/php/Nyholm/Psr7/autoload.php"; $w = Peregrine\Worker::create(); ' . $code);
     $process = proc_open([PHP_BINARY, '-d', 'opcache.enable_cli=1', $script], [3 => ['pipe', 'r'], 4 => ['pipe', 'w']], $pipes, null,
-        ['PEREGRINE_PROTOCOL' => '2'] + getenv());
+        ['PEREGRINE_PROTOCOL' => '3'] + getenv());
     [3 => $to, 4 => $from] = $pipes;
     fread($from, 65536); // READY
     $frame = $requests['minimal GET'];
