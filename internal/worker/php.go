@@ -28,6 +28,18 @@ func PHPArgv(argv []string, phpArgs []string) []string {
 	return append(out, argv[1:]...)
 }
 
+// WithUploadDir returns PHP's "-d" options ini with upload_tmp_dir set to dir ahead of them, so
+// that the files PHP itself writes for multipart uploads (the native runtime parses bodies as
+// PHP-FPM does) land in the daemon's own upload directory, which the next daemon removes if
+// this one dies before it could. An upload_tmp_dir in ini (workers.php_ini) comes later and
+// wins. An empty dir returns ini unchanged.
+func WithUploadDir(ini []string, dir string) []string {
+	if dir == "" {
+		return ini
+	}
+	return append([]string{"-d", "upload_tmp_dir=" + dir}, ini...)
+}
+
 // LookPath finds the worker's program and, when it is missing, says what was looked for and
 // how to get PHP.
 func LookPath(program string) (string, error) {
