@@ -31,6 +31,7 @@ Usage:
   peregrine version
   peregrine workers [-c FILE] [--json]
   peregrine reset [-c FILE] [--json]
+  peregrine tables [-c FILE] [--json]
 
 Run "peregrine serve worker.php" to serve a worker script with the defaults, or write a
 peregrine.yaml (docs/config.md) and run "peregrine serve".
@@ -68,6 +69,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return workers(args[1:], stdout)
 	case "reset":
 		return reset(args[1:], stdout)
+	case "tables":
+		return tablesCommand(args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

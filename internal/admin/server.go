@@ -11,6 +11,7 @@
 //	GET  /ready    200 when a worker is ready and the server is not draining; 503 and why otherwise
 //	GET  /workers  JSON list of Worker, one per slot
 //	POST /reset    replace every worker like SIGHUP; 200 and a ResetResult when all are done
+//	GET  /tables   JSON list of Table, one per shared table (tables.go)
 //
 // Every route is guarded (guard.go): with a token (admin.token) each request must carry
 // "Authorization: Bearer TOKEN"; without one the Host header must name this machine (localhost,
@@ -69,6 +70,8 @@ type Options struct {
 	// Token, when set, is required of every request as "Authorization: Bearer TOKEN"
 	// (admin.token).
 	Token string
+	// Tables, when set, gives the shared tables' figures for GET /tables and /metrics.
+	Tables Tables
 }
 
 // Server is the admin listener. Its methods are safe for concurrent use.
@@ -78,6 +81,7 @@ type Server struct {
 	rss     func(pid int) (int64, error) // worker.ReadRSS; replaced by tests
 	handler http.Handler
 	token   string
+	tables  Tables   // nil without shared tables
 	hosts   []string // Host names allowed besides localhost and loopback IPs: the listener's
 
 	started  atomic.Bool
@@ -136,9 +140,15 @@ func newServer(opts Options) (*Server, error) {
 		rss:      worker.ReadRSS,
 		resetSem: make(chan struct{}, 1),
 		token:    opts.Token,
+		tables:   opts.Tables,
 	}
 	if err := opts.Metrics.reg.Register(poolCollector{s}); err != nil {
 		return nil, fmt.Errorf("admin: register the pool's metrics: %w", err)
+	}
+	if opts.Tables != nil {
+		if err := opts.Metrics.reg.Register(tablesCollector{opts.Tables}); err != nil {
+			return nil, fmt.Errorf("admin: register the tables' metrics: %w", err)
+		}
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
 
@@ -151,6 +161,7 @@ func newServer(opts Options) (*Server, error) {
 	mux.HandleFunc("GET /ready", s.ready)
 	mux.HandleFunc("GET /workers", s.workers)
 	mux.HandleFunc("POST /reset", s.reset)
+	mux.HandleFunc("GET /tables", s.tablesList)
 	s.handler = s.guard(mux)
 	return s, nil
 }

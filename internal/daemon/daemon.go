@@ -82,6 +82,11 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	if st, err := os.Stat(cfg.Workers.Dir); err != nil || !st.IsDir() {
 		return fmt.Errorf("workers.dir: %q is not a directory", cfg.Workers.Dir)
 	}
+	tbl, err := startTables(ctx, cfg, log) // tables.go: before any worker, removed after the last
+	if err != nil {
+		return err
+	}
+	defer tbl.remove(log)
 
 	// Metrics are counted only when the admin listener can serve them.
 	var metrics *admin.Metrics
@@ -95,7 +100,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	workerOpts := worker.Options{
 		Argv:        argv,
 		Dir:         cfg.Workers.Dir,
-		Env:         workerEnv(cfg),
+		Env:         append(workerEnv(cfg), tbl.Env()...),
 		BootTimeout: time.Duration(cfg.Workers.BootTimeout),
 		Logger:      log,
 	}
@@ -155,7 +160,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 
 	var adm *admin.Server
 	if cfg.Admin.Address != "" {
-		adm, err = admin.Listen(cfg.Admin.Address, admin.Options{Pool: p, Metrics: metrics, Logger: log, Token: cfg.Admin.Token})
+		adm, err = admin.Listen(cfg.Admin.Address, admin.Options{Pool: p, Metrics: metrics, Logger: log, Token: cfg.Admin.Token, Tables: tbl.admin()})
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,123 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/peregrinephp/peregrine/internal/admin"
+	"github.com/peregrinephp/peregrine/internal/config"
+	"github.com/peregrinephp/peregrine/internal/tables"
+)
+
+// sharedTables is the server's shared tables (docs/tables.md); nil without tables.define.
+type sharedTables struct {
+	seg *tables.Segment
+}
+
+// startTables creates the tables of tables.define in shared memory, after removing the
+// segments of servers that died without removing theirs, and runs tables.init to fill them.
+// It returns nil without tables.define. The caller removes the tables when the server stops.
+func startTables(ctx context.Context, cfg config.Config, log *slog.Logger) (*sharedTables, error) {
+	if len(cfg.Tables.Define) == 0 {
+		return nil, nil
+	}
+	specs, err := tables.Specs(cfg.Tables.Define)
+	if err != nil {
+		return nil, err
+	}
+	dir := tables.DefaultDir()
+	if n, err := tables.Sweep(dir); err != nil {
+		log.Warn("removing the tables of servers that are no longer running", "err", err)
+	} else if n > 0 {
+		log.Info("removed the tables of servers that are no longer running", "count", n)
+	}
+	seg, err := tables.Create(dir, specs, os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	t := &sharedTables{seg: seg}
+	stats, _ := seg.Stats()
+	for _, s := range stats {
+		log.Info("table created", "table", s.Name, "capacity", s.Capacity, "bytes", s.Bytes)
+	}
+	if len(cfg.Tables.Init) > 0 {
+		if err := t.runInit(ctx, cfg, log); err != nil {
+			_ = seg.Remove()
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// runInit runs tables.init to its end as a worker would run (same runtime, directory and
+// environment), with nothing on fds 3 and 4, which the native runtime insists on.
+func (t *sharedTables) runInit(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	c := cfg
+	c.Workers.Command = cfg.Tables.Init
+	argv, _, err := workerArgv(c, "")
+	if err != nil {
+		return fmt.Errorf("tables.init: %w", err)
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("tables.init: %w", err)
+	}
+	defer null.Close()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = cfg.Workers.Dir
+	cmd.Env = append(workerEnv(cfg), t.Env()...)
+	cmd.ExtraFiles = []*os.File{null, null}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	log.Info("running tables.init", "command", strings.Join(cfg.Tables.Init, " "))
+	err = cmd.Run()
+	text := strings.TrimSpace(out.String())
+	if err != nil {
+		if len(text) > 4000 {
+			text = "..." + text[len(text)-4000:]
+		}
+		return fmt.Errorf("tables.init (%s) failed: %w\n%s", strings.Join(cfg.Tables.Init, " "), err, text)
+	}
+	if text != "" {
+		log.Info("tables.init output", "output", text)
+	}
+	stats, _ := t.seg.Stats()
+	for _, s := range stats {
+		log.Info("table filled", "table", s.Name, "rows", s.Rows, "capacity", s.Capacity,
+			"duration", time.Since(start).Round(time.Millisecond).String())
+	}
+	return nil
+}
+
+// Env is what workers need to find the tables: PEREGRINE_TABLES.
+func (t *sharedTables) Env() []string {
+	if t == nil {
+		return nil
+	}
+	return []string{tables.EnvVar + "=" + t.seg.Path()}
+}
+
+// admin is the tables for the admin listener; nil without tables.
+func (t *sharedTables) admin() admin.Tables {
+	if t == nil {
+		return nil
+	}
+	return t.seg
+}
+
+// remove deletes the segment when the server stops.
+func (t *sharedTables) remove(log *slog.Logger) {
+	if t == nil {
+		return
+	}
+	if err := t.seg.Remove(); err != nil {
+		log.Warn("removing the shared tables", "err", err)
+	}
+}
