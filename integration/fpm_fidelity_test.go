@@ -1,10 +1,16 @@
 package integration
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"mime/multipart"
 	"net/url"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -86,5 +92,56 @@ func TestHeaderNameFromInputIsRefused(t *testing.T) {
 				t.Errorf("a valid name from input: %d %v", r.Status, r.Header)
 			}
 		})
+	}
+}
+
+// TestPHPUploadFilesAreSweptAfterASIGKILL: PHP's own upload temp files (the native runtime
+// parses multipart bodies itself) are written in the daemon's per-pid upload directory, so a
+// daemon SIGKILLed while a script holds an upload leaves nothing behind once the next daemon
+// has started.
+func TestPHPUploadFilesAreSweptAfterASIGKILL(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // the daemon's os.TempDir(), and PHP's default upload_tmp_dir
+	root := t.TempDir()
+	script := `<?php file_put_contents($_GET['marker'], $_FILES['f']['tmp_name']); sleep(60);`
+	if err := os.WriteFile(filepath.Join(root, "upload.php"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	config := "http:\n  root: " + root + "\nworkers:\n  runtime: native\n  count: 1\n"
+	s := startServer(t, config)
+	marker := filepath.Join(t.TempDir(), "tmp_name")
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	w, _ := mw.CreateFormFile("f", "held.txt")
+	_, _ = w.Write(bytes.Repeat([]byte("held upload\n"), 1000))
+	_ = mw.Close()
+	go func() { // answered by no one: the daemon is killed meanwhile
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = doErr(ctx, "POST", s.URL+"/upload.php?marker="+url.QueryEscape(marker), &body, "Content-Type", mw.FormDataContentType())
+	}()
+	var tmpName string
+	eventually(t, 20*time.Second, "the script to hold its upload", func() bool {
+		b, err := os.ReadFile(marker)
+		tmpName = string(b)
+		return err == nil && tmpName != ""
+	})
+	own := filepath.Join(tmp, "peregrine-uploads-"+strconv.Itoa(s.cmd.Process.Pid))
+	if filepath.Dir(tmpName) != own {
+		t.Errorf("PHP wrote the upload to %s, want it in the daemon's upload directory %s", tmpName, own)
+	}
+	if err := s.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-s.done
+	if _, err := os.Stat(tmpName); err != nil {
+		t.Fatalf("the upload should outlive a SIGKILLed daemon until the next start: %v", err)
+	}
+	startServer(t, config)
+	if _, err := os.Stat(tmpName); !os.IsNotExist(err) {
+		t.Errorf("PHP's upload file %s is still there after the next daemon started: %v", tmpName, err)
+	}
+	if _, err := os.Stat(own); !os.IsNotExist(err) {
+		t.Errorf("the killed daemon's upload directory is still there: %v", err)
 	}
 }

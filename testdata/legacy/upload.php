@@ -1,7 +1,8 @@
 <?php
 // The upload form's handler: every file checked and moved, as the manual shows.
 header('Content-Type: text/plain');
-$dir = sys_get_temp_dir();
+// Where PHP writes uploads: upload_tmp_dir, or the system's temporary directory without it.
+$dir = ini_get('upload_tmp_dir') ?: sys_get_temp_dir();
 echo 'POST=' . json_encode($_POST) . "\n";
 echo 'files=' . count($_FILES) . "\n";
 foreach ($_FILES as $field => $f) {
