@@ -201,3 +201,40 @@ func TestFatalDoesNotFailTheNextClients(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryWorkerFailingAnswers503AtOnce: while every worker restarts after failures, a request
+// gets 503 at once instead of waiting allocate_timeout; once a worker boots again, it serves.
+func TestEveryWorkerFailingAnswers503AtOnce(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "broken")
+	script, _ := filepath.Abs("../../testdata/workers/boot-flaky.php")
+	p := New(Options{Size: 1, AllocateTimeout: time.Hour, Worker: worker.Options{
+		Argv: []string{"php", script}, Env: append(os.Environ(), "PEREGRINE_PROTOCOL=3", "FLAKY_MARKER="+marker),
+		BootTimeout: 30 * time.Second}})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		p.Stop(ctx)
+	})
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := call(t, p, context.Background(), "/crash", ""); statusOf(r.err) != http.StatusBadGateway {
+		t.Fatalf("crash: %+v", r)
+	}
+	waitFor(t, "the worker is in backoff", func() bool { return p.Workers()[0].State == StateBackoff })
+	r := call(t, p, context.Background(), "/", "")
+	var pe *Error
+	if !errors.As(r.err, &pe) || pe.Status != http.StatusServiceUnavailable || !pe.RetryAfter || !errors.Is(r.err, ErrNoWorker) {
+		t.Fatalf("while every worker fails: %+v", r)
+	}
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the worker is back", func() bool { return p.Ready() == 1 })
+	if r := call(t, p, context.Background(), "/", ""); r.err != nil || r.status != 200 {
+		t.Fatalf("after the fix: %+v", r)
+	}
+}

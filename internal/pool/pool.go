@@ -88,6 +88,7 @@ var (
 	ErrQueueFull       = errors.New("pool: too many requests waiting for a worker (max_queue)")
 	ErrAllocateTimeout = errors.New("pool: no worker became free within allocate_timeout")
 	ErrStopped         = errors.New("pool: stopping")
+	ErrNoWorker        = errors.New("pool: no worker can run: every one is restarting after failures")
 )
 
 func unavailable(err error) error {
@@ -236,6 +237,9 @@ func (p *Pool) Do(ctx context.Context, call *worker.Call) (pid int, err error) {
 	case p.stopping:
 		p.mu.Unlock()
 		return 0, unavailable(ErrStopped)
+	case n == 0 && p.allFailingLocked():
+		p.mu.Unlock()
+		return 0, unavailable(ErrNoWorker)
 	case n > 0 && p.waiting == 0:
 		s := p.idle[n-1]
 		p.idle = p.idle[:n-1]
@@ -290,6 +294,30 @@ func (p *Pool) Do(ctx context.Context, call *worker.Call) (pid int, err error) {
 		}
 		// Nothing of it reached PHP: it is back in the queue, first.
 	}
+}
+
+// allFailingLocked reports whether every slot is restarting after failures: a request would wait
+// its whole allocate_timeout for nothing.
+func (p *Pool) allFailingLocked() bool {
+	for _, s := range p.slots {
+		if !s.failing {
+			return false
+		}
+	}
+	return len(p.slots) > 0
+}
+
+// failQueueLocked answers every queued request with err.
+func (p *Pool) failQueueLocked(err error) {
+	for ; p.head < len(p.queue); p.head++ {
+		w := p.queue[p.head]
+		p.queue[p.head] = nil
+		if w.state == queued {
+			p.waiting--
+			p.finishLocked(w, 0, err)
+		}
+	}
+	p.queue, p.head = p.queue[:0], 0
 }
 
 // abandon takes a queued waiter out of the queue; false if a worker has it already.

@@ -47,6 +47,7 @@ type slot struct {
 	want      string // a reason to retire the worker once its request is done (reset, stop)
 	busySince time.Time
 	started   time.Time
+	failing   bool // in backoff, or booting again after a failure, since its last worker served
 }
 
 // WorkerInfo describes one worker slot at a moment.
@@ -105,7 +106,7 @@ func (p *Pool) publish(s *slot, w *worker.Worker) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s.w, s.jobs, s.want, s.started = w, 0, "", w.Started()
-	s.state = StateReady
+	s.state, s.failing = StateReady, false
 	p.idle = append(p.idle, s)
 	p.dispatchLocked()
 }
@@ -294,8 +295,15 @@ func (p *Pool) stopWorker(w *worker.Worker) {
 
 func (p *Pool) setState(s *slot, st State, w *worker.Worker) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	s.state, s.w = st, w
-	p.mu.Unlock()
+	if st == StateBackoff && !s.failing {
+		s.failing = true
+		if p.allFailingLocked() {
+			// Nothing can serve what waits: say so now, not after allocate_timeout.
+			p.failQueueLocked(unavailable(ErrNoWorker))
+		}
+	}
 }
 
 // backoffDelay is the wait before boot attempt n (n consecutive failures so far).
