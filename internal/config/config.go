@@ -36,6 +36,8 @@ type Config struct {
 	Admin   Admin   `yaml:"admin"`
 	Log     Log     `yaml:"log"`
 	Tables  Tables  `yaml:"tables"`
+	Jobs    Jobs    `yaml:"jobs"`
+	KV      KV      `yaml:"kv"`
 }
 
 // HTTP configures the listener that serves the application (the http section).

@@ -158,6 +158,18 @@ func TestFull(t *testing.T) {
 		Log:   Log{Level: "debug", Format: "json", Access: true},
 		Tables: Tables{Init: []string{"php", "load.php"}, Define: []TableDef{{Name: "visits", Rows: 1000, Key: "int",
 			Columns: []TableColumn{{"user", "int32"}, {"mark", "int8"}, {"note", "string(16)"}}, Indexes: []string{"user"}}}},
+		Jobs: Jobs{
+			Pipelines: []Pipeline{
+				{Name: "emails", Driver: "redis", Redis: PipelineRedis{Address: "127.0.0.1:6380", Stream: "app:emails"},
+					NATS: PipelineNATS{URL: "nats://127.0.0.1:4223", Stream: "MAIL"}, Retries: 5,
+					Backoff: Duration(2 * time.Second), Timeout: Duration(30 * time.Second), DeadLetter: false},
+				func() Pipeline { p := defaultPipeline("reports"); p.Driver = "nats"; return p }(),
+			},
+			Consumers: Consumers{Command: []string{"php", "consumer.php"}, Count: 2, Pipelines: []string{"emails"},
+				Env: map[string]string{"QUEUE": "1"}, PHPIni: map[string]string{"memory_limit": "512M"}, MaxJobs: 500,
+				MaxMemory: 64 * MiB},
+		},
+		KV: KV{Stores: []Store{{Name: "cache", Driver: "redis", Address: "127.0.0.1:6379"}}},
 	}
 	assertEqual(t, got, want)
 
@@ -411,6 +423,18 @@ log:
 tables:
   init: ~
   define: {}
+jobs:
+  pipelines: {}
+  consumers:
+    command: ~
+    count: 0
+    pipelines: []
+    env: {}
+    php_ini: {}
+    max_jobs: 0
+    max_memory: 0
+kv:
+  stores: {}
 `
 	if got := string(c.EffectiveYAML()); got != want {
 		t.Errorf("EffectiveYAML:\n%s\nwant:\n%s", got, want)

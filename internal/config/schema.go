@@ -94,6 +94,13 @@ func schema(c *Config) []section {
 			initKey("init", &c.Tables.Init),
 			tablesDefineKey("define", &c.Tables.Define),
 		}},
+		{"jobs", []key{
+			pipelinesKey("pipelines", &c.Jobs.Pipelines),
+			groupKey("consumers", consumersKeys(&c.Jobs.Consumers)...),
+		}},
+		{"kv", []key{
+			storesKey("stores", &c.KV.Stores),
+		}},
 	}
 }
 

@@ -191,6 +191,7 @@ func (c *Config) validate(requireCommand bool) []*Error {
 		add("log.format", "want one of %s, got %q", strings.Join(formats, ", "), c.Log.Format)
 	}
 	errs = append(errs, c.Tables.validate()...)
+	errs = append(errs, c.validateJobs()...)
 	return errs
 }
 
