@@ -7,6 +7,7 @@
 #include "main/php_main.h"
 #include "main/php_output.h"
 #include "main/php_variables.h"
+#include "table.h"
 
 struct pg_runtime pg;
 
@@ -82,7 +83,7 @@ static int pg_startup(sapi_module_struct *module)
 {
 	import_process_environment = php_import_environment_variables;
 	php_import_environment_variables = import_with_request;
-	return php_module_startup(module, NULL);
+	return php_module_startup(module, &pg_table_module); /* table.c: Peregrine\Table */
 }
 
 /* Registers one of the CLI's stream constants (STDIN, STDOUT, STDERR) for path ("php://stdin"). */
