@@ -88,7 +88,7 @@ var (
 	ErrQueueFull       = errors.New("pool: too many requests waiting for a worker (max_queue)")
 	ErrAllocateTimeout = errors.New("pool: no worker became free within allocate_timeout")
 	ErrStopped         = errors.New("pool: stopping")
-	ErrNoWorker        = errors.New("pool: no worker can run: every one is restarting after failures")
+	ErrNoWorker        = errors.New("pool: no worker can run: every one failed to boot and is retrying")
 )
 
 func unavailable(err error) error {
@@ -296,7 +296,7 @@ func (p *Pool) Do(ctx context.Context, call *worker.Call) (pid int, err error) {
 	}
 }
 
-// allFailingLocked reports whether every slot is restarting after failures: a request would wait
+// allFailingLocked reports whether every slot's last boot failed: a request would most likely wait
 // its whole allocate_timeout for nothing.
 func (p *Pool) allFailingLocked() bool {
 	for _, s := range p.slots {

@@ -47,7 +47,7 @@ type slot struct {
 	want      string // a reason to retire the worker once its request is done (reset, stop)
 	busySince time.Time
 	started   time.Time
-	failing   bool // in backoff, or booting again after a failure, since its last worker served
+	failing   bool // its last boot failed: no worker since
 }
 
 // WorkerInfo describes one worker slot at a moment.
@@ -295,14 +295,19 @@ func (p *Pool) stopWorker(w *worker.Worker) {
 
 func (p *Pool) setState(s *slot, st State, w *worker.Worker) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	s.state, s.w = st, w
-	if st == StateBackoff && !s.failing {
-		s.failing = true
-		if p.allFailingLocked() {
-			// Nothing can serve what waits: say so now, not after allocate_timeout.
-			p.failQueueLocked(unavailable(ErrNoWorker))
-		}
+	p.mu.Unlock()
+}
+
+// bootFailed marks the slot as one whose worker cannot even boot (a crash of a running worker
+// does not count: its replacement may well serve). When that holds for every slot, nothing can
+// serve what waits: it is answered now, not after allocate_timeout.
+func (p *Pool) bootFailed(s *slot) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s.failing = true
+	if p.allFailingLocked() {
+		p.failQueueLocked(unavailable(ErrNoWorker))
 	}
 }
 
@@ -376,6 +381,7 @@ func (p *Pool) boot(s *slot, failures *int) *worker.Worker {
 			return res.w
 		}
 		*failures++
+		p.bootFailed(s)
 		p.log.Error("worker failed to start", "worker", s.id, "attempt", *failures, "retry_in", backoffDelay(*failures).String(), "err", res.err)
 	}
 }
