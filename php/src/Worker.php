@@ -177,6 +177,19 @@ final class Worker
     }
 
     /**
+     * Runs background jobs until the server says stop (a consumer of jobs.consumers, docs/jobs.md):
+     * each job goes to $consumer(Jobs\Job). Returning acknowledges the job; a throw fails this
+     * attempt (retried after the pipeline's backoff, dead-lettered after its last), as does a
+     * crash or the pipeline's timeout.
+     *
+     * @param callable(Jobs\Job): mixed $consumer
+     */
+    public function consume(callable $consumer): void
+    {
+        $this->serve(Internal\JobConsumer::handler($consumer));
+    }
+
+    /**
      * Serves requests with a script written for PHP-FPM: before each call of $script the
      * superglobals describe the request; what it echoes is the body, http_response_code() the
      * status and Peregrine\Http\header() the headers; afterwards the superglobals are restored.
