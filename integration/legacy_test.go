@@ -171,6 +171,10 @@ func legacyRequests() []legacyRequest {
 		{method: "GET", path: "/includes.php"},
 		{method: "GET", path: "/ini.php"},
 		{method: "GET", path: "/ini.php"},
+		{method: "GET", path: "/userini/show.php"},
+		{method: "GET", path: "/userini/deeper/show.php"},
+		{method: "GET", path: "/userini/.user.ini"},
+		{method: "GET", path: "/ini.php"},
 		// The end of a request: shutdown functions, exit, errors, output and its buffers.
 		{method: "GET", path: "/shutdown.php"},
 		{method: "GET", path: "/fatal.php"},

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "ext/standard/head.h"
+#include "main/php_ini.h"
 #include "main/php_main.h"
 #include "main/php_output.h"
 #include "main/php_variables.h"
@@ -115,12 +116,118 @@ static void define_stdio(void)
 	define_stream_constant("STDERR", "php://stderr", "wb");
 }
 
+/* The settings of the user ini files (user_ini.filename, ".user.ini") that apply to one
+ * directory, read at most every user_ini.cache_ttl seconds: FPM's user_config_cache entry. */
+struct user_ini {
+	time_t expires;
+	HashTable config;
+};
+
+/* The script's directory, with its trailing slash => struct user_ini; for the process's life. */
+static HashTable user_ini_cache;
+
+static void user_ini_free(zval *zv)
+{
+	struct user_ini *u = Z_PTR_P(zv);
+
+	zend_hash_destroy(&u->config);
+	free(u);
+}
+
+/* Reads the user ini files for the directory path (writable, ending in a slash) into config,
+ * as FPM's php_cgi_ini_activate_user_config() does: inside the document root, those of every
+ * directory from the root down to path; elsewhere, path's own. */
+static void user_ini_read(HashTable *config, char *path, size_t path_len, const char *doc_root, size_t doc_root_len)
+{
+	if (path_len > doc_root_len && strncmp(path, doc_root, doc_root_len) == 0) {
+		for (char *p = path + doc_root_len; (p = strchr(p, '/')) != NULL; p++) {
+			*p = '\0';
+			php_parse_user_ini_file(path, PG(user_ini_filename), config);
+			*p = '/';
+		}
+	} else if (path_len > doc_root_len || strncmp(path, doc_root, path_len) != 0) {
+		php_parse_user_ini_file(path, PG(user_ini_filename), config);
+	}
+}
+
+/* Activates the user ini files' settings for the directory path (the cache key), reading
+ * them again once the cached copy has expired. */
+static void user_ini_activate(char *path, size_t path_len, const char *doc_root, size_t doc_root_len)
+{
+	static bool ready;
+	time_t now = (time_t)sapi_get_request_time();
+	struct user_ini *u;
+
+	if (!ready) {
+		zend_hash_init(&user_ini_cache, 8, NULL, user_ini_free, 1);
+		ready = true;
+	}
+	u = zend_hash_str_find_ptr(&user_ini_cache, path, path_len);
+	if (u == NULL) {
+		u = pg_xmalloc(sizeof(*u));
+		u->expires = 0;
+		zend_hash_init(&u->config, 0, NULL, config_zval_dtor, 1);
+		zend_hash_str_update_ptr(&user_ini_cache, path, path_len, u);
+	}
+	if (now > u->expires) {
+		char *real = NULL;
+		zend_hash_clean(&u->config);
+		if (!IS_ABSOLUTE_PATH(path, path_len)) {
+			if ((real = tsrm_realpath(path, NULL)) == NULL)
+				return;
+			path = real;
+			path_len = strlen(real);
+		}
+		user_ini_read(&u->config, path, path_len, doc_root, doc_root_len);
+		if (real != NULL)
+			efree(real);
+		u->expires = now + PG(user_ini_cache_ttl);
+	}
+	php_ini_activate_config(&u->config, PHP_INI_PERDIR, PHP_INI_STAGE_HTACCESS);
+}
+
+/* Classic mode applies what FPM's activate callback applies before the script runs: php.ini's
+ * [HOST=] and [PATH=] sections, and the user ini files (.user.ini) from DOCUMENT_ROOT down to
+ * the script's directory. Worker mode, a process serving one script, has none. */
+static void activate_dir_config(void)
+{
+	const char *script = SG(request_info).path_translated;
+	const char *host = pg_param("SERVER_NAME"), *doc_root = pg_param("DOCUMENT_ROOT");
+	bool user_ini = PG(user_ini_filename) && *PG(user_ini_filename);
+
+	if (pg.worker || !pg.active || script == NULL)
+		return;
+	if (php_ini_has_per_host_config() && host != NULL) {
+		char *lower = estrdup(host);
+		zend_str_tolower(lower, strlen(lower));
+		php_ini_activate_per_host_config(lower, strlen(lower));
+		efree(lower);
+	}
+	if (!php_ini_has_per_dir_config() && !user_ini)
+		return;
+	size_t len = strlen(script);
+	char *path = emalloc(len + 2);
+	memcpy(path, script, len + 1);
+	len = zend_dirname(path, len);
+	path[len++] = '/';
+	path[len] = '\0';
+	php_ini_activate_per_dir_config(path, len);
+	if (user_ini && doc_root != NULL) {
+		size_t root_len = strlen(doc_root);
+		if (root_len > 0 && doc_root[root_len - 1] == '/')
+			root_len--;
+		user_ini_activate(path, len, doc_root, root_len);
+	}
+	efree(path);
+}
+
 /* HTTP/1.0 whatever the request's protocol, as FPM's init_request_info() sets it: PHP's
  * header("Location: ...") then answers 302 after a POST, where proto_num > 1000 would make it 303. */
 static int pg_activate(void)
 {
 	SG(request_info).proto_num = 1000;
 	define_stdio();
+	activate_dir_config();
 	return SUCCESS;
 }
 

@@ -101,6 +101,7 @@ func memcheck(t *testing.T, m mode) []string {
 		t.Fatal("valgrind is not installed (apt-get install valgrind)")
 	}
 	ini, _ := limits(t)
+	ini = append(ini, "user_ini.cache_ttl=0") // testdata/cases/.user.ini read again every second
 	return append([]string{valgrind, "-q", "--error-exitcode=99", "--num-callers=30",
 		"--suppressions=" + filepath.Join(filepath.Dir(cases), "..", "..", "valgrind.supp")}, m.argv(ini...)...)
 }

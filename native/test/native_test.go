@@ -677,3 +677,65 @@ func TestOpcacheWithoutIni(t *testing.T) {
 		t.Errorf("OPcache enabled: %v", v["opcache"])
 	}
 }
+
+// TestUserIni: classic mode applies .user.ini files as FPM does: those of every directory from
+// DOCUMENT_ROOT down to the script's, the deeper one winning, PHP_INI_SYSTEM settings ignored,
+// nothing left for the next request, each directory's files cached for user_ini.cache_ttl
+// seconds. Worker mode reads none.
+func TestUserIni(t *testing.T) {
+	root := t.TempDir()
+	sub := filepath.Join(root, "sub")
+	write := func(path, text string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	show := `<?php echo ini_get('highlight.comment'), ' ', ini_get('highlight.string'), ' ', ini_get('allow_url_fopen');`
+	write(filepath.Join(root, "show.php"), show)
+	write(filepath.Join(sub, "show.php"), show)
+	write(filepath.Join(root, ".user.ini"), "highlight.comment = \"#root\"\nhighlight.string = \"#root\"\nallow_url_fopen = 0\n")
+	write(filepath.Join(sub, ".user.ini"), "highlight.string = \"#sub\"\n")
+	at := func(dir, uri string) request {
+		return request{URI: uri, Params: []field{{"SCRIPT_FILENAME", filepath.Join(dir, "show.php")},
+			{"SCRIPT_NAME", uri}, {"DOCUMENT_ROOT", root + "/"}}}
+	}
+	const defaults = "#FF8000 #DD0000 1"
+
+	p := start(t, modes[0].argv("user_ini.cache_ttl=300")...)
+	wantBody(t, p.do(t, at(sub, "/sub/show.php")), "#root #sub 1")
+	wantBody(t, p.do(t, at(root, "/show.php")), "#root #root 1")
+	// Nothing is left for a script elsewhere.
+	other := t.TempDir()
+	write(filepath.Join(other, "show.php"), show)
+	wantBody(t, p.do(t, request{URI: "/show.php", Params: []field{{"SCRIPT_FILENAME", filepath.Join(other, "show.php")},
+		{"SCRIPT_NAME", "/show.php"}, {"DOCUMENT_ROOT", other}}}), defaults)
+	// Cached: a change is not seen before the ttl is over.
+	write(filepath.Join(sub, ".user.ini"), "highlight.string = \"#changed\"\n")
+	wantBody(t, p.do(t, at(sub, "/sub/show.php")), "#root #sub 1")
+
+	// With a ttl of 0 the files are read again once the request's second is over.
+	p = start(t, modes[0].argv("user_ini.cache_ttl=0")...)
+	wantBody(t, p.do(t, at(sub, "/sub/show.php")), "#root #changed 1")
+	write(filepath.Join(sub, ".user.ini"), "highlight.string = \"#again\"\n")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		a := p.do(t, at(sub, "/sub/show.php"))
+		if a.Body == "#root #again 1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("with user_ini.cache_ttl=0 the change was never read: %q", a.Body)
+		}
+	}
+
+	// user_ini.filename empty: none read.
+	p = start(t, modes[0].argv("user_ini.filename=")...)
+	wantBody(t, p.do(t, at(sub, "/sub/show.php")), defaults)
+
+	// Worker mode: none.
+	p = start(t, modes[1].argv()...)
+	wantBody(t, p.do(t, at(sub, "/sub/show.php")), defaults)
+}
