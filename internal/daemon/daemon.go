@@ -87,6 +87,11 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		return err
 	}
 	defer tbl.remove(log)
+	bg, err := startBackground(ctx, cfg, log) // jobs.go: pipelines, kv stores, the call socket
+	if err != nil {
+		return err
+	}
+	defer bg.close()
 
 	// Metrics are counted only when the admin listener can serve them.
 	var metrics *admin.Metrics
@@ -100,7 +105,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	workerOpts := worker.Options{
 		Argv:        argv,
 		Dir:         cfg.Workers.Dir,
-		Env:         append(workerEnv(cfg), tbl.Env()...),
+		Env:         append(append(workerEnv(cfg), tbl.Env()...), bg.Env()...),
 		BootTimeout: time.Duration(cfg.Workers.BootTimeout),
 		Logger:      log,
 	}
@@ -193,6 +198,10 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	if err := p.Start(ctx); err != nil {
 		return fmt.Errorf("the PHP workers could not start (%s): %w", cfg.Workers.Command, err)
 	}
+	if err := bg.startConsumers(ctx, cfg, workerOpts, uploadDir); err != nil {
+		p.Stop(ctx)
+		return err
+	}
 	if adm != nil {
 		adm.SetStarted()
 	}
@@ -252,11 +261,14 @@ loop:
 		<-stopCtx.Done()
 		p.Stop(stopCtx)
 	}()
+	consumersStopped := make(chan struct{}) // jobs drain beside requests, in the same budget
+	go func() { bg.stopConsumers(stopCtx); close(consumersStopped) }()
 	if err := srv.Shutdown(stopCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("http shutdown", "err", err)
 	}
 	<-resetDone
 	p.Stop(stopCtx)
+	<-consumersStopped
 	log.Info("stopped")
 	return serveErr
 }
