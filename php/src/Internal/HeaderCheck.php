@@ -14,8 +14,14 @@ namespace Peregrine\Internal;
  */
 final class HeaderCheck
 {
-    /** The characters of an RFC 9110 token, which a field name is. */
-    private const TOKEN = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    /** An RFC 9110 token, which a field name is. */
+    private const TOKEN = '/^[!#$%&\'*+\-.^_`|~0-9A-Za-z]+$/D';
+
+    /** How many checked names are remembered: a worker sends the same few again and again. */
+    private const REMEMBERED = 256;
+
+    /** @var array<string, true> names found to be tokens */
+    private static array $tokens = [];
 
     /**
      * Checks a header map: name => value, or name => list of values.
@@ -28,9 +34,14 @@ final class HeaderCheck
     {
         foreach ($headers as $name => $values) {
             $name = (string) $name; // an all-digit name is an integer key
-            if ($name === '' || strspn($name, self::TOKEN) !== \strlen($name)) {
-                throw new \InvalidArgumentException(sprintf('%s name %s is not a token (RFC 9110: letters, digits and !#$%%&\'*+-.^_`|~ only)',
-                    $what, self::quote($name)));
+            if (!isset(self::$tokens[$name])) {
+                if (preg_match(self::TOKEN, $name) !== 1) {
+                    throw new \InvalidArgumentException(sprintf('%s name %s is not a token (RFC 9110: letters, digits and !#$%%&\'*+-.^_`|~ only)',
+                        $what, self::quote($name)));
+                }
+                if (\count(self::$tokens) < self::REMEMBERED) {
+                    self::$tokens[$name] = true;
+                }
             }
             if (\is_string($values)) {
                 if (strpbrk($values, "\r\n\0") !== false) {
