@@ -1,0 +1,223 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// tablesYAML is the config of the shared-tables tests: table.php's tables, filled by
+// table-init.php.
+func tablesYAML(t *testing.T, workers int, extra string) string {
+	return fmt.Sprintf(`workers:
+  command: php %s
+  runtime: native
+  count: %d
+%stables:
+  init: php %s
+  define:
+    counters: { rows: 10, key: int, columns: { n: int64 } }
+    rows: { rows: 1000, key: int, columns: { a: int64, b: int64, s: string(40), user: int32, sum: int64 }, indexes: [user] }
+    small: { rows: 5, key: string(10), columns: { v: int8 } }
+`, fixture(t, "table.php"), workers, extra, fixture(t, "table-init.php"))
+}
+
+func segmentPath(s *server) string {
+	return filepath.Join("/dev/shm", "peregrine-tables-"+strconv.Itoa(s.cmd.Process.Pid))
+}
+
+// workerPIDs lists the server's PHP processes (its own pid carries the tag too).
+func workerPIDs(s *server) []int {
+	var pids []int
+	for _, pid := range processesTagged(s.tag) {
+		if pid != s.cmd.Process.Pid {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestTablesCounterExact: every worker incrementing one counter, 1,000,000 increments in all,
+// from 8 clients at once over 4 workers, lose none.
+func TestTablesCounterExact(t *testing.T) {
+	s := startServer(t, tablesYAML(t, 4, ""))
+	const requests, each = 100, 10_000
+	var wg sync.WaitGroup
+	next := make(chan struct{}, requests)
+	for range requests {
+		next <- struct{}{}
+	}
+	close(next)
+	errs := make(chan string, requests)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range next {
+				r, err := doErr(t.Context(), "GET", s.URL+"/incr?n="+strconv.Itoa(each), nil)
+				if err != nil || r.Status != 200 {
+					errs <- fmt.Sprintf("%v %d %s", err, r.Status, r.Body)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	if got := string(get(t, s.URL+"/get?table=counters&key=1").Body); got != `{"n":1000000}` {
+		t.Errorf("counter = %s, want 1000000", got)
+	}
+	// tables.init ran before the workers: its row is there.
+	if got := string(get(t, s.URL+"/get?table=counters&key=2").Body); got != `{"n":42}` {
+		t.Errorf("the row tables.init wrote = %s", got)
+	}
+}
+
+// TestTablesWritersKilled: writers SIGKILLed in a loop while they rewrite and delete
+// checksummed rows leave no lock held (the writes go on) and no torn row (every row matches its
+// checksum, by iteration, get() and the index), and the rows used stay what the rows say.
+func TestTablesWritersKilled(t *testing.T) {
+	s := startServer(t, tablesYAML(t, 4, "  max_queue: 0\n"))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _ = doErr(t.Context(), "GET", s.URL+"/write?rows=200&loops=5000", nil) // 502 when its worker is killed
+			}
+		}()
+	}
+	kills := 0
+	deadline := time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) {
+		if pids := workerPIDs(s); len(pids) > 0 {
+			if syscall.Kill(pids[rand.Intn(len(pids))], syscall.SIGKILL) == nil {
+				kills++
+			}
+		}
+		time.Sleep(time.Duration(20+rand.Intn(40)) * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if kills < 50 {
+		t.Fatalf("only %d kills", kills)
+	}
+	// No deadlock: writes still go through, in bounded time.
+	eventually(t, 30*time.Second, "a write after the kills", func() bool {
+		r, err := doErr(t.Context(), "GET", s.URL+"/write?rows=200&loops=100", nil)
+		return err == nil && r.Status == 200
+	})
+	r := get(t, s.URL+"/check")
+	var c struct{ Rows, Count, Indexed, Bad int }
+	if err := json.Unmarshal(r.Body, &c); err != nil {
+		t.Fatalf("/check: %d %s", r.Status, r.Body)
+	}
+	t.Logf("%d kills; %+v", kills, c)
+	if c.Bad != 0 || c.Rows == 0 || c.Rows != c.Count || c.Indexed != c.Rows {
+		t.Errorf("after %d kills: %+v: want no bad row, as many rows as count() and the index says", kills, c)
+	}
+}
+
+// TestTablesSurviveAndGo: rows survive a worker's kill and a reset; peregrine tables and the
+// metrics report them; a full table is an exception, not a crash; the segment goes at stop.
+func TestTablesSurviveAndGo(t *testing.T) {
+	addr := freeAddr(t)
+	s := startServer(t, tablesYAML(t, 2, "")+"admin:\n  address: "+addr+"\n")
+	seg := segmentPath(s)
+	if _, err := os.Stat(seg); err != nil {
+		t.Fatalf("no segment: %v", err)
+	}
+	get(t, s.URL+"/set?key=5&n=77")
+	for _, pid := range workerPIDs(s) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	eventually(t, 30*time.Second, "the row after the workers' kill", func() bool {
+		r, err := doErr(t.Context(), "GET", s.URL+"/get?table=counters&key=5", nil)
+		return err == nil && string(r.Body) == `{"n":77}`
+	})
+	cfg := filepath.Join(s.dir, "peregrine.yaml")
+	if out, code := runCLI(t, s.dir, nil, "reset", "-c", cfg); code != 0 {
+		t.Fatalf("reset: %s", out)
+	}
+	if got := string(get(t, s.URL+"/get?table=counters&key=5").Body); got != `{"n":77}` {
+		t.Errorf("after reset: %s", got)
+	}
+
+	if got := string(get(t, s.URL+"/fill").Body); got != "table small is full: all its 5 rows are used (raise tables.define.small.rows)" {
+		t.Errorf("/fill = %q", got)
+	}
+	if r := get(t, s.URL+"/pid"); r.Status != 200 {
+		t.Errorf("after a full table: %d", r.Status)
+	}
+
+	out, code := runCLI(t, s.dir, nil, "tables", "-c", cfg, "--json")
+	var ts []struct {
+		Name                  string
+		Rows, Capacity, Bytes int64
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &ts) != nil || len(ts) != 3 {
+		t.Fatalf("peregrine tables --json: %d %s", code, out)
+	}
+	if ts[0].Name != "counters" || ts[0].Rows != 2 || ts[0].Capacity != 10 || ts[2].Name != "small" || ts[2].Rows != 5 || ts[1].Bytes < 1000*56 {
+		t.Errorf("peregrine tables: %+v", ts)
+	}
+	if out, code := runCLI(t, s.dir, nil, "tables", "-c", cfg); code != 0 || !strings.Contains(out, "counters") || !strings.Contains(out, "CAPACITY") {
+		t.Errorf("peregrine tables: %d %s", code, out)
+	}
+	if v := metric(t, "http://"+addr, `peregrine_table_rows{table="small"}`); v != 5 {
+		t.Errorf("peregrine_table_rows{small} = %v", v)
+	}
+
+	s.stop(t)
+	if _, err := os.Stat(seg); !os.IsNotExist(err) {
+		t.Errorf("the segment outlived the server: %v", err)
+	}
+}
+
+// TestTablesSweepAndInitFailure: a server killed with SIGKILL leaves its segment, which the next
+// start removes; a failing tables.init fails the start with its error.
+func TestTablesSweepAndInitFailure(t *testing.T) {
+	s := startServer(t, tablesYAML(t, 1, ""))
+	seg := segmentPath(s)
+	s.signal(syscall.SIGKILL)
+	s.wait(t, 10*time.Second)
+	for _, pid := range workerPIDs(s) { // Pdeathsig ends them; do not wait on it
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if _, err := os.Stat(seg); err != nil {
+		t.Fatalf("a killed server's segment: %v", err)
+	}
+	s2 := startServer(t, tablesYAML(t, 1, ""))
+	if _, err := os.Stat(seg); !os.IsNotExist(err) {
+		t.Errorf("the dead server's segment was not swept: %v", err)
+	}
+	s2.stop(t)
+
+	f := launch(t, tablesYAML(t, 1, "  env: { TABLE_INIT_FAIL: '1' }\n"))
+	if code := f.wait(t, 30*time.Second); code == 0 {
+		t.Fatal("a failing tables.init did not fail the start")
+	}
+	if log := f.log.String(); !strings.Contains(log, "tables.init") || !strings.Contains(log, "the contest data is missing") {
+		t.Errorf("the start's error does not tell why:\n%s", log)
+	}
+	if _, err := os.Stat(segmentPath(f)); !os.IsNotExist(err) {
+		t.Errorf("a failed start left its segment: %v", err)
+	}
+}
