@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -50,8 +51,8 @@ func TestOutOfRangeStatusIs502(t *testing.T) {
 // CLI's STDERR writes to the server's log, and Request::$headers holds a header sent twice as
 // two values and a header named with digits.
 func TestWorkerScriptForTheCLIRuns(t *testing.T) {
-	for _, rt := range fidelityRuntimes {
-		t.Run(rt, func(t *testing.T) {
+	for _, rt := range append(fidelityRuntimes, "native\n  fork: true") { // forked by a template too
+		t.Run(strings.Fields(rt)[0]+map[bool]string{true: "-fork"}[strings.Contains(rt, "fork")], func(t *testing.T) {
 			t.Parallel()
 			s := startServer(t, "workers:\n  command: php "+fixture(t, "fidelity_raw.php")+"\n  runtime: "+rt+"\n  count: 1\n")
 			s.log.waitFor(t, "fidelity worker booted", 10*time.Second)
