@@ -32,6 +32,7 @@ Usage:
   peregrine workers [-c FILE] [--json]
   peregrine reset [-c FILE] [--json]
   peregrine tables [-c FILE] [--json]
+  peregrine jobs [push PIPELINE PAYLOAD [--delay 30s] | retry|pause|resume PIPELINE] [-c FILE] [--json]
 
 Run "peregrine serve worker.php" to serve a worker script with the defaults, or write a
 peregrine.yaml (docs/config.md) and run "peregrine serve".
@@ -71,6 +72,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return reset(args[1:], stdout)
 	case "tables":
 		return tablesCommand(args[1:], stdout)
+	case "jobs":
+		return jobsCommand(args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -77,9 +77,17 @@ func (c *Client) Reset(ctx context.Context) (ResetResult, error) {
 }
 
 func (c *Client) call(ctx context.Context, method, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
+	return c.callBody(ctx, method, path, nil, out)
+}
+
+// callBody is call with a JSON request body (none when reqBody is nil).
+func (c *Client) callBody(ctx context.Context, method, path string, reqBody io.Reader, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, reqBody)
 	if err != nil {
 		return err
+	}
+	if reqBody != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)

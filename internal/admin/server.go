@@ -12,6 +12,8 @@
 //	GET  /workers  JSON list of Worker, one per slot
 //	POST /reset    replace every worker like SIGHUP; 200 and a ResetResult when all are done
 //	GET  /tables   JSON list of Table, one per shared table (tables.go)
+//	GET  /jobs     JSON list of jobs.Status, one per pipeline; POST /jobs/{pipeline}/push, retry,
+//	               pause, resume (jobs.go)
 //
 // Every route is guarded (guard.go): with a token (admin.token) each request must carry
 // "Authorization: Bearer TOKEN"; without one the Host header must name this machine (localhost,
@@ -72,6 +74,8 @@ type Options struct {
 	Token string
 	// Tables, when set, gives the shared tables' figures for GET /tables and /metrics.
 	Tables Tables
+	// Jobs, when set, are the pipelines behind /jobs (jobs.go) and their metrics.
+	Jobs Jobs
 }
 
 // Server is the admin listener. Its methods are safe for concurrent use.
@@ -82,6 +86,7 @@ type Server struct {
 	handler http.Handler
 	token   string
 	tables  Tables   // nil without shared tables
+	jobs    Jobs     // nil without jobs.pipelines
 	hosts   []string // Host names allowed besides localhost and loopback IPs: the listener's
 
 	started  atomic.Bool
@@ -141,6 +146,7 @@ func newServer(opts Options) (*Server, error) {
 		resetSem: make(chan struct{}, 1),
 		token:    opts.Token,
 		tables:   opts.Tables,
+		jobs:     opts.Jobs,
 	}
 	if err := opts.Metrics.reg.Register(poolCollector{s}); err != nil {
 		return nil, fmt.Errorf("admin: register the pool's metrics: %w", err)
@@ -148,6 +154,11 @@ func newServer(opts Options) (*Server, error) {
 	if opts.Tables != nil {
 		if err := opts.Metrics.reg.Register(tablesCollector{opts.Tables}); err != nil {
 			return nil, fmt.Errorf("admin: register the tables' metrics: %w", err)
+		}
+	}
+	if opts.Jobs != nil {
+		if err := opts.Metrics.reg.Register(jobsCollector{opts.Jobs}); err != nil {
+			return nil, fmt.Errorf("admin: register the jobs' metrics: %w", err)
 		}
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
@@ -162,6 +173,7 @@ func newServer(opts Options) (*Server, error) {
 	mux.HandleFunc("GET /workers", s.workers)
 	mux.HandleFunc("POST /reset", s.reset)
 	mux.HandleFunc("GET /tables", s.tablesList)
+	s.jobRoutes(mux)
 	s.handler = s.guard(mux)
 	return s, nil
 }

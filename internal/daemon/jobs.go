@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/peregrinephp/peregrine/internal/admin"
 	"github.com/peregrinephp/peregrine/internal/config"
 	"github.com/peregrinephp/peregrine/internal/jobs"
 	"github.com/peregrinephp/peregrine/internal/kv"
@@ -264,4 +265,12 @@ func (b *background) close() {
 			_ = s.Close()
 		}
 	})
+}
+
+// adminJobs is what the admin listener shows and drives: nil without pipelines.
+func (b *background) adminJobs() admin.Jobs {
+	if b == nil || len(b.set.Names()) == 0 {
+		return nil
+	}
+	return b.set
 }

@@ -46,7 +46,8 @@ type Job struct {
 	Headers  map[string]string `json:"headers,omitempty"`
 	// Attempt counts the runs of this job, the current one included: 1 on the first.
 	Attempt int `json:"attempt"`
-	// Pushed is when the job was first pushed, in Unix milliseconds (kept across retries).
+	// Pushed is when the job was pushed (or revived from the dead letters), in Unix milliseconds;
+	// retries keep it.
 	Pushed int64 `json:"pushed"`
 	// Due is when a delayed job becomes runnable, in Unix milliseconds; 0 means at once.
 	Due int64 `json:"due,omitempty"`

@@ -158,7 +158,7 @@ func (m *Memory) Revive(_ context.Context) (int, error) {
 	n := len(m.dead)
 	for _, j := range m.dead {
 		r := *j
-		r.Attempt, r.Error, r.Due = 1, "", 0
+		r.Attempt, r.Error, r.Due, r.Pushed = 1, "", 0, now()
 		m.addLocked(&r)
 	}
 	m.dead = nil

@@ -249,7 +249,7 @@ func (n *NATS) Revive(ctx context.Context) (int, error) {
 				_ = m.Term()
 				continue
 			}
-			j.Attempt, j.Error, j.Due = 1, "", 0
+			j.Attempt, j.Error, j.Due, j.Pushed = 1, "", 0, now()
 			// A message id of its own: the first push's may still be in the deduplication window.
 			if err := n.publishID(ctx, n.subject, j, j.ID+".revived."+newID()); err != nil {
 				return count, err

@@ -283,7 +283,7 @@ func (r *Redis) Revive(ctx context.Context) (int, error) {
 			if err != nil {
 				return n, err
 			}
-			j.Attempt, j.Error, j.Due = 1, "", 0
+			j.Attempt, j.Error, j.Due, j.Pushed = 1, "", 0, now()
 			if _, err := r.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 				pipe.XAdd(ctx, &redis.XAddArgs{Stream: r.opts.Stream, Values: []any{"job", j.encode()}})
 				pipe.XDel(ctx, r.dead, m.ID)
