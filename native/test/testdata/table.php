@@ -1,0 +1,109 @@
+<?php
+// Peregrine\Table's behaviour, run as a script (native/test/table_test.go), printing one line per
+// check; the test compares the output, and runs it again under valgrind.
+declare(strict_types=1);
+
+use Peregrine\Table;
+use Peregrine\TableException;
+
+function line(string $what, mixed $v): void
+{
+    echo $what, ': ', json_encode($v), "\n";
+}
+
+function fails(string $what, callable $f): void
+{
+    try {
+        $f();
+        echo $what, ": no exception\n";
+    } catch (TableException $e) {
+        echo $what, ': ', $e->getMessage(), "\n";
+    }
+}
+
+$v = Table::open('visits');
+line('empty', [$v->count(), $v->capacity(), $v->get(1), $v->exists(1), $v->del(1), $v->name()]);
+$v->set(1, ['user' => 7, 'location' => 9, 'visited_at' => 1500000000, 'mark' => 5]);
+$v->set(2, ['user' => 7, 'location' => 10, 'visited_at' => -1, 'mark' => -128]);
+$v->set(3, ['user' => 8, 'location' => 10]);
+line('get', $v->get(1));
+line('column', [$v->get(2, 'visited_at'), $v->get(2, 'mark'), $v->get(3, 'mark'), $v->get(99, 'mark')]);
+line('count', [count($v), $v->count(), $v->exists(2), $v->exists(4)]);
+line('where user 7', $v->where('user', 7));
+line('where location 10', array_keys($v->where('location', 10)));
+$v->set(2, ['location' => 11]); // moves between index chains
+line('moved', [array_keys($v->where('location', 10)), array_keys($v->where('location', 11)), $v->get(2)['user']]);
+line('incr', [$v->incr(3, 'mark', 5), $v->decr(3, 'mark'), $v->decr(3, 'mark', 10), $v->incr(3, 'visited_at', PHP_INT_MAX)]);
+line('incr indexed', [$v->incr(1, 'user', 1), array_keys($v->where('user', 8)), array_keys($v->where('user', 7))]);
+line('incr creates', [$v->incr(50, 'location'), $v->get(50)]);
+line('del', [$v->del(2), $v->del(2), $v->count(), array_keys($v->where('user', 7)), array_keys($v->where('location', 11))]);
+$v->set(2, ['user' => 1]); // reuses the freed row
+$keys = [];
+foreach ($v as $k => $row) {
+    $keys[$k] = $row['user'];
+}
+ksort($keys);
+line('foreach', $keys);
+line('nested foreach', (function () use ($v): int {
+    $n = 0;
+    foreach ($v as $a) {
+        foreach ($v as $b) {
+            $n++;
+        }
+    }
+    return $n;
+})());
+line('iterator', iterator_count($v->getIterator()));
+for ($i = 100; $i < 200; $i++) {
+    $v->set($i, ['user' => $i % 3]);
+}
+for ($i = 100; $i < 200; $i += 2) {
+    $v->del($i);
+}
+line('churn', [$v->count(), count($v->where('user', 0)) + count($v->where('user', 1)) + count($v->where('user', 2))]);
+
+$s = Table::open('sessions');
+$s->set('abc', ['name' => 'hello', 'score' => 1.5]);
+$s->set('', ['name' => '']);
+line('string key', [$s->get('abc'), $s->get(''), $s->incr('abc', 'score', 0.25), $s->decr('abc', 'n', 3), $s->exists('ab')]);
+line('binary', [$s->set("a\0b", ['name' => "x\0y"]), $s->get("a\0b", 'name') === "x\0y", $s->exists("a\0c")]);
+
+fails('too long', fn () => $s->set('abc', ['name' => 'toolong']));
+fails('unknown column', fn () => $s->set('abc', ['nope' => 1]));
+fails('list', fn () => $s->set('abc', [1]));
+fails('wrong type', fn () => $s->set('abc', ['n' => '5']));
+fails('float for int', fn () => $s->set('abc', ['n' => 1.5]));
+fails('int key for string', fn () => $s->get(5));
+fails('key too long', fn () => $s->get('123456789'));
+fails('string key for int', fn () => $v->get('5'));
+fails('unknown table', fn () => Table::open('nope'));
+fails('no index', fn () => $v->where('mark', 1));
+fails('where unknown', fn () => $v->where('nope', 1));
+fails('get unknown', fn () => $v->get(1, 'nope'));
+fails('incr string', fn () => $s->incr('abc', 'name'));
+fails('incr by float', fn () => $v->incr(1, 'mark', 1.5));
+fails('int8 range', fn () => $v->set(1, ['mark' => 128]));
+fails('int32 range', fn () => $v->set(1, ['user' => 1 << 31]));
+fails('full', function () use ($s): void {
+    for ($i = 0; $i < 10; $i++) {
+        $s->set("k$i", ['n' => $i]);
+    }
+});
+fails('full incr', fn () => $s->incr('zz', 'n'));
+line('after errors', [$s->count(), $s->get('abc', 'name'), $v->get(1, 'mark')]);
+try {
+    new Table();
+} catch (Error $e) {
+    line('new', $e->getMessage());
+}
+try {
+    clone $v;
+} catch (Error $e) {
+    line('clone', $e->getMessage());
+}
+try {
+    serialize($v);
+} catch (Exception $e) {
+    line('serialize', $e->getMessage());
+}
+line('final', [(new ReflectionClass(Table::class))->isFinal(), (new ReflectionClass(Table::class))->isInternal(), is_subclass_of(TableException::class, RuntimeException::class)]);
