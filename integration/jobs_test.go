@@ -449,6 +449,14 @@ func TestKVFromWorkers(t *testing.T) {
 			t.Errorf("%s: %s, want %s", c[0], got, c[1])
 		}
 	}
+	if _, err := os.Stat("/usr/share/php/Psr/SimpleCache/autoload.php"); err == nil {
+		want := `[true,{"a":1},true,true,"gone",true,{"x":1,"y":2,"z":null},true,false,"invalid"]`
+		if r := get(t, s.URL+"/psr16"); r.Status != 200 || string(r.Body) != want {
+			t.Errorf("PSR-16 round: %d %s, want %s", r.Status, r.Body, want)
+		}
+	} else {
+		t.Log("php-psr-simple-cache is not installed: the PSR-16 adapter is not tested")
+	}
 	// Many workers incrementing at once lose nothing.
 	var wg sync.WaitGroup
 	for range 50 {

@@ -2,6 +2,7 @@
 // An HTTP worker for the jobs tests: pushes jobs and uses KV stores through the server.
 //   POST /push?pipeline=P[&n=N][&delay=S]   body: the payload's JSON; answers the ids, one a line
 //   GET  /kv?store=S&op=get|set|has|delete|incr&key=K[&value=JSON][&ttl=S]
+//   GET  /psr16   a round of PSR-16 calls through Peregrine\KV\SimpleCache; answers their results
 // A refused call answers 400 with the exception's message.
 declare(strict_types=1);
 
@@ -34,6 +35,18 @@ Peregrine\Worker::create()->serve(static function (Request $r): Response {
                     'incr' => $kv->incr($key, (int) ($q['by'] ?? 1)),
                 };
                 return new Response(200, [], json_encode($result, JSON_THROW_ON_ERROR));
+            case '/psr16':
+                require_once '/usr/share/php/Psr/SimpleCache/autoload.php';
+                $cache = new Peregrine\KV\SimpleCache('default');
+                $out = [$cache->set('p', ['a' => 1], 60), $cache->get('p'), $cache->has('p'), $cache->delete('p'),
+                    $cache->get('p', 'gone'), $cache->setMultiple(['x' => 1, 'y' => 2]), $cache->getMultiple(['x', 'y', 'z']),
+                    $cache->set('old', 1, -1), $cache->has('old')];
+                try {
+                    $cache->get('bad:key');
+                } catch (Psr\SimpleCache\InvalidArgumentException $e) {
+                    $out[] = 'invalid';
+                }
+                return new Response(200, [], json_encode($out, JSON_THROW_ON_ERROR));
         }
     } catch (Throwable $e) {
         return new Response(400, [], $e::class . ': ' . $e->getMessage());
