@@ -3,9 +3,12 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -219,5 +222,87 @@ func TestTablesSweepAndInitFailure(t *testing.T) {
 	}
 	if _, err := os.Stat(segmentPath(f)); !os.IsNotExist(err) {
 		t.Errorf("a failed start left its segment: %v", err)
+	}
+}
+
+// TestHighLoadCupExample: examples/highloadcup at the small size answers a fixed list of the
+// contest's requests (GETs of every kind, POST updates and creations, each followed by GETs that
+// must see them on either of two workers) exactly as reference.php computes them in plain PHP
+// from the same JSON.
+func TestHighLoadCupExample(t *testing.T) {
+	ex, err := filepath.Abs(filepath.Join("..", "examples", "highloadcup"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	php := func(args ...string) []byte {
+		cmd := exec.Command("php", args...)
+		cmd.Dir = ex
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("php %v: %v\n%s", args, err, stderr.String())
+		}
+		return out
+	}
+	php("generate.php", data, "small")
+	queries := filepath.Join(data, "queries.jsonl")
+	if err := os.WriteFile(queries, php("queries.php", data, "400"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Split(strings.TrimSpace(string(php("reference.php", data, queries))), "\n")
+
+	s := startServer(t, fmt.Sprintf(`workers:
+  command: php %[1]s/server.php
+  runtime: native
+  count: 2
+  env: { HLC_DATA: %[2]s }
+tables:
+  init: php %[1]s/load.php
+  define:
+    users: { rows: 2000, key: int, columns: { email: string(48), first_name: string(32), last_name: string(32), gender: int8, birth_date: int64 } }
+    locations: { rows: 2000, key: int, columns: { place: string(48), country: string(32), city: string(32), distance: int32 } }
+    visits: { rows: 20000, key: int, columns: { location: int32, user: int32, visited_at: int64, mark: int8 }, indexes: [user, location] }
+`, ex, data))
+	lines, err := os.ReadFile(queries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds = map[string]int{}
+	for i, line := range strings.Split(strings.TrimSpace(string(lines)), "\n") {
+		var q struct {
+			Method, Path string
+			Body         *string
+		}
+		var w struct {
+			Status int
+			Body   any
+		}
+		if err := json.Unmarshal([]byte(line), &q); err != nil || json.Unmarshal([]byte(want[i]), &w) != nil {
+			t.Fatalf("query %d: %s / %s", i, line, want[i])
+		}
+		var body io.Reader
+		if q.Body != nil {
+			body = strings.NewReader(*q.Body)
+		}
+		r := do(t, q.Method, s.URL+q.Path, body)
+		kinds[fmt.Sprintf("%s %d", q.Method, r.Status)]++
+		if r.Status != w.Status {
+			t.Errorf("%d: %s %s: status %d, want %d (%s)", i, q.Method, q.Path, r.Status, w.Status, r.Body)
+			continue
+		}
+		var got any
+		if err := json.Unmarshal(r.Body, &got); err != nil {
+			t.Errorf("%d: %s %s: not JSON: %s", i, q.Method, q.Path, r.Body)
+			continue
+		}
+		if w.Status == 200 && !reflect.DeepEqual(got, w.Body) {
+			t.Errorf("%d: %s %s:\n got %s\nwant %s", i, q.Method, q.Path, r.Body, want[i])
+		}
+	}
+	t.Logf("answers by method and status: %v", kinds)
+	if kinds["GET 200"] < 200 || kinds["POST 200"] < 20 || kinds["GET 400"] == 0 || kinds["GET 404"] == 0 || kinds["POST 400"] == 0 {
+		t.Errorf("the query list misses a kind of answer: %v", kinds)
 	}
 }
