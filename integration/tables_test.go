@@ -49,9 +49,15 @@ func workerPIDs(s *server) []int {
 }
 
 // TestTablesCounterExact: every worker incrementing one counter, 1,000,000 increments in all,
-// from 8 clients at once over 4 workers, lose none.
+// from 8 clients at once over 4 workers, lose none; workers exec'd and forked alike.
 func TestTablesCounterExact(t *testing.T) {
-	s := startServer(t, tablesYAML(t, 4, ""))
+	for _, fork := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fork=%v", fork), func(t *testing.T) { counterExact(t, fork) })
+	}
+}
+
+func counterExact(t *testing.T, fork bool) {
+	s := startServer(t, tablesYAML(t, 4, fmt.Sprintf("  fork: %v\n", fork)))
 	const requests, each = 100, 10_000
 	var wg sync.WaitGroup
 	next := make(chan struct{}, requests)
@@ -90,7 +96,13 @@ func TestTablesCounterExact(t *testing.T) {
 // checksummed rows leave no lock held (the writes go on) and no torn row (every row matches its
 // checksum, by iteration, get() and the index), and the rows used stay what the rows say.
 func TestTablesWritersKilled(t *testing.T) {
-	s := startServer(t, tablesYAML(t, 4, "  max_queue: 0\n"))
+	for _, fork := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fork=%v", fork), func(t *testing.T) { writersKilled(t, fork) })
+	}
+}
+
+func writersKilled(t *testing.T, fork bool) {
+	s := startServer(t, tablesYAML(t, 4, fmt.Sprintf("  max_queue: 0\n  fork: %v\n", fork)))
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 6 {

@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -26,8 +25,6 @@ static struct {
 	char *base;
 	size_t size;
 } seg;
-
-static pid_t my_pid; /* cached; reset in a forked child */
 
 static zend_class_entry *table_ce, *table_exception_ce;
 static zend_object_handlers table_handlers;
@@ -322,16 +319,19 @@ static void recover(const tbl *t)
 		__atomic_store_n(&st->seq, st->seq + 1, __ATOMIC_RELEASE);
 }
 
+/* Takes the table's lock. The pid is asked for each time, never cached: the template forks
+ * workers with a raw clone(), which runs no atfork handler, and PHP code may pcntl_fork(). */
 static void lock(const tbl *t)
 {
 	struct pgt_state *st = t->st;
+	uint32_t me = (uint32_t)getpid();
 	for (unsigned spins = 0;; spins++) {
 		uint32_t owner = 0;
-		if (__atomic_compare_exchange_n(&st->lock, &owner, (uint32_t)my_pid, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		if (__atomic_compare_exchange_n(&st->lock, &owner, me, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			break;
-		if (owner == (uint32_t)my_pid || ((spins & 63) == 63 && owner_dead(owner))) {
+		if (owner == me || ((spins & 63) == 63 && owner_dead(owner))) {
 			/* A dead owner's, or ours from before a fatal error: take it over. */
-			if (__atomic_compare_exchange_n(&st->lock, &owner, (uint32_t)my_pid, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+			if (__atomic_compare_exchange_n(&st->lock, &owner, me, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
 				recover(t);
 				break;
 			}
@@ -1022,8 +1022,6 @@ static const zend_function_entry table_methods[] = {
 	PHP_FE_END
 };
 
-static void forked(void) { my_pid = getpid(); }
-
 static PHP_MINIT_FUNCTION(peregrine_table)
 {
 	zend_class_entry ce;
@@ -1043,9 +1041,6 @@ static PHP_MINIT_FUNCTION(peregrine_table)
 	memcpy(&table_handlers, zend_get_std_object_handlers(), sizeof table_handlers);
 	table_handlers.offset = XtOffsetOf(table_obj, std);
 	table_handlers.clone_obj = NULL;
-
-	my_pid = getpid();
-	pthread_atfork(NULL, NULL, forked);
 	return SUCCESS;
 }
 
