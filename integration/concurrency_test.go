@@ -45,13 +45,13 @@ func TestConcurrentWorkerThroughTheServer(t *testing.T) {
 	}
 }
 
-// TestConcurrencyRefusedWhereItCannotRun: classic mode, and a worker whose loop runs one request
-// at a time, refuse workers.concurrency above 1 at start, naming the key.
+// TestConcurrencyRefusedWhereItCannotRun: classic mode and serveGlobals(), whose request state is
+// the process's, refuse workers.concurrency above 1 at start, naming the key.
 func TestConcurrencyRefusedWhereItCannotRun(t *testing.T) {
 	t.Parallel()
 	for name, yaml := range map[string]string{
-		"classic mode":       "http:\n  root: " + t.TempDir() + "\nworkers:\n  runtime: native\n  concurrency: 4\n",
-		"the library's loop": "workers:\n  command: php " + fixture(t, "app.php") + "\n  count: 1\n  concurrency: 4\n",
+		"classic mode":   "http:\n  root: " + t.TempDir() + "\nworkers:\n  runtime: native\n  concurrency: 4\n",
+		"serveGlobals()": "workers:\n  command: php " + fixture(t, "globals.php") + "\n  count: 1\n  concurrency: 4\n",
 	} {
 		s := launch(t, yaml)
 		if code := s.wait(t, 30*time.Second); code != 1 || !strings.Contains(s.log.String(), "workers.concurrency") {

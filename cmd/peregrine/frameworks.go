@@ -23,6 +23,10 @@ func applyFramework(cfg *config.Config, laravel, symfony string) error {
 	if dir == "" {
 		return nil
 	}
+	if cfg.Workers.Concurrency > 1 {
+		// The frameworks keep the request in process-wide state (the container, the session).
+		return fmt.Errorf("serve: workers.concurrency is %d, but --laravel and --symfony run one request at a time per worker: set workers.concurrency: 1", cfg.Workers.Concurrency)
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err

@@ -258,6 +258,8 @@ type Worker struct {
 	UptimeSeconds float64   `json:"uptime_seconds"`
 	// BusySeconds is the age of the request the worker is running; 0 when it is not busy.
 	BusySeconds float64 `json:"busy_seconds"`
+	// InFlight is how many requests a concurrent worker (workers.concurrency) runs now.
+	InFlight int `json:"in_flight,omitempty"`
 }
 
 func (s *Server) workers(w http.ResponseWriter, _ *http.Request) {
@@ -269,7 +271,7 @@ func (s *Server) workers(w http.ResponseWriter, _ *http.Request) {
 	infos := s.pool.Workers()
 	out := make([]Worker, len(infos))
 	for i, in := range infos {
-		wk := Worker{Slot: in.Slot, PID: in.PID, State: string(in.State), Requests: in.Requests, Started: in.Started}
+		wk := Worker{Slot: in.Slot, PID: in.PID, State: string(in.State), Requests: in.Requests, Started: in.Started, InFlight: in.InFlight}
 		if in.PID > 0 {
 			if rss, err := s.rss(in.PID); err == nil {
 				wk.RSSBytes = rss

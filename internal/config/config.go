@@ -218,6 +218,13 @@ type Workers struct {
 	// ResolvedCount). Default 0.
 	Count int `yaml:"count"`
 
+	// Concurrency is how many requests one worker runs at once. Above 1, each runs in a Fiber of
+	// its own and a request waiting on I/O lets the others run (docs/concurrency.md); the worker
+	// must be a script serving with serve() or servePsr(): classic mode, serveGlobals(),
+	// --laravel and --symfony keep process-wide request state and refuse it. The pool counts
+	// count x concurrency request slots. Must be at least 1. Default 1.
+	Concurrency int `yaml:"concurrency"`
+
 	// Env holds variables added to the environment the workers inherit; a name given here
 	// overrides the inherited value. Default none.
 	Env map[string]string `yaml:"env"`
@@ -335,6 +342,7 @@ func Default() Config {
 		},
 		Workers: Workers{
 			Runtime:         "native",
+			Concurrency:     1,
 			Dir:             ".",
 			Env:             map[string]string{},
 			PHPIni:          map[string]string{"opcache.enable_cli": "1", "memory_limit": "128M"},

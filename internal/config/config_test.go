@@ -58,6 +58,7 @@ func TestDefault(t *testing.T) {
 			Runtime:         "native",
 			Dir:             ".",
 			Env:             map[string]string{},
+			Concurrency:     1,
 			PHPIni:          map[string]string{"opcache.enable_cli": "1", "memory_limit": "128M"},
 			ExecTimeout:     Duration(60 * time.Second),
 			AllocateTimeout: Duration(60 * time.Second),
@@ -146,6 +147,7 @@ func TestFull(t *testing.T) {
 				"opcache.enable_cli": "0",
 			},
 			MaxJobs:         1000,
+			Concurrency:     8,
 			MaxMemory:       128 * MiB,
 			ExecTimeout:     Duration(30 * time.Second),
 			AllocateTimeout: Duration(1500 * time.Millisecond),
@@ -399,6 +401,7 @@ workers:
   fork: false
   dir: .
   count: 0
+  concurrency: 1
   env: {}
   clear_env: false
   debug_leaks: false

@@ -86,6 +86,8 @@ func TestParseErrors(t *testing.T) {
 
 		// Values.
 		{"negative count", "workers:\n  count: -1\n", `peregrine.yaml:2: workers.count: cannot be negative, got -1 (0 means one worker per CPU)`},
+		{"zero concurrency", "workers:\n  concurrency: 0\n", `peregrine.yaml:2: workers.concurrency: must be at least 1 (one request at a time), got 0`},
+		{"concurrent classic mode", "http:\n  root: /srv\nworkers:\n  concurrency: 8\n", `peregrine.yaml:4: workers.concurrency: classic mode runs each request as a PHP request of its own, with process-wide state (superglobals, headers, output): it runs one at a time per worker; set workers.concurrency: 1, or serve a worker script`},
 		{"negative max_jobs", "workers:\n  max_jobs: -5\n", `peregrine.yaml:2: workers.max_jobs: cannot be negative, got -5 (0 means never replace a worker)`},
 		{"negative max_queue", "workers:\n  max_queue: -1\n", `peregrine.yaml:2: workers.max_queue: cannot be negative, got -1 (0 means no limit)`},
 		{"tiny max_memory", "workers:\n  max_memory: 128\n", `peregrine.yaml:2: workers.max_memory: 128 is less than any PHP process uses, so every worker would be replaced after each request; did you mean 128MiB?`},

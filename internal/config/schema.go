@@ -68,6 +68,7 @@ func schema(c *Config) []section {
 			boolKey("fork", &w.Fork),
 			stringKey("dir", &w.Dir),
 			intKey("count", &w.Count),
+			intKey("concurrency", &w.Concurrency),
 			mapKey("env", &w.Env),
 			boolKey("clear_env", &w.ClearEnv),
 			boolKey("debug_leaks", &w.DebugLeaks),

@@ -145,6 +145,12 @@ func (c *Config) validate(requireCommand bool) []*Error {
 		add("workers.fork", "the workers are forked from the native runtime, which runs a PHP script: workers.command must run php, not %q; or set fork: false", w.Command[0])
 	}
 	notNegative("workers.count", w.Count, "one worker per CPU")
+	switch {
+	case w.Concurrency < 1:
+		add("workers.concurrency", "must be at least 1 (one request at a time), got %d", w.Concurrency)
+	case w.Concurrency > 1 && len(w.Command) == 0 && h.Root != "":
+		add("workers.concurrency", "classic mode runs each request as a PHP request of its own, with process-wide state (superglobals, headers, output): it runs one at a time per worker; set workers.concurrency: 1, or serve a worker script")
+	}
 	checkNames("workers.env", "variable", w.Env)
 	checkNames("workers.php_ini", "setting", w.PHPIni)
 	notNegative("workers.max_jobs", w.MaxJobs, "never replace a worker")

@@ -120,6 +120,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	count := cfg.Workers.ResolvedCount()
 	p := pool.New(pool.Options{
 		Size:            count,
+		Concurrency:     cfg.Workers.Concurrency,
 		Worker:          workerOpts,
 		MaxJobs:         cfg.Workers.MaxJobs,
 		MaxMemory:       int64(cfg.Workers.MaxMemory),
@@ -317,6 +318,9 @@ func workerEnv(cfg config.Config) []string {
 		})
 	}
 	env = append(env, "PEREGRINE_PROTOCOL=3")
+	if cfg.Workers.Concurrency > 1 {
+		env = append(env, fmt.Sprintf("PEREGRINE_CONCURRENCY=%d", cfg.Workers.Concurrency))
+	}
 	if cfg.HTTP.ServerName != "" {
 		env = append(env, "PEREGRINE_SERVER_NAME="+cfg.HTTP.ServerName)
 	}

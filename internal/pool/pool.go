@@ -47,6 +47,7 @@ import (
 // Options configure a Pool. Zero values mean "no limit" where a limit is optional.
 type Options struct {
 	Size            int            // number of workers, at least 1
+	Concurrency     int            // requests one worker runs at once (workers.concurrency); 0 or 1: one
 	Worker          worker.Options // how to start each worker
 	MaxJobs         int            // replace a worker after this many requests; 0 = never
 	MaxMemory       int64          // replace a worker whose RSS exceeds this after a request; 0 = off
@@ -242,8 +243,7 @@ func (p *Pool) Do(ctx context.Context, call *worker.Call) (pid int, err error) {
 		return 0, unavailable(ErrNoWorker)
 	case n > 0 && p.waiting == 0:
 		s := p.idle[n-1]
-		p.idle = p.idle[:n-1]
-		p.markBusyLocked(s)
+		p.grantLocked(s)
 		w.state = running
 		p.mu.Unlock()
 		p.obs.Waited(0)
@@ -379,9 +379,8 @@ func (p *Pool) finishLocked(w *waiter, pid int, err error) {
 func (p *Pool) dispatchLocked() {
 	for len(p.idle) > 0 && p.waiting > 0 {
 		s := p.idle[len(p.idle)-1]
-		p.idle = p.idle[:len(p.idle)-1]
 		batch := p.takeLocked(s)
-		p.markBusyLocked(s)
+		p.grantLocked(s)
 		first := batch[0]
 		first.state, first.slot, first.batch = running, s, batch
 		first.ready <- struct{}{}
@@ -394,6 +393,9 @@ func (p *Pool) dispatchLocked() {
 func (p *Pool) takeLocked(s *slot) []*waiter {
 	n := (p.waiting + len(p.slots) - 1) / len(p.slots)
 	n = min(n, maxBatch, p.jobLimitLocked(s))
+	if s.mux != nil {
+		n = 1 // a concurrent worker takes each request as it comes: no batch to wait for
+	}
 	if avg := p.avgExec.Load(); avg > 0 {
 		n = max(1, min(n, int(int64(p.budget)/avg)))
 	}
@@ -437,6 +439,9 @@ func (p *Pool) takeLocked(s *slot) []*waiter {
 // fastcgi_finish_request(), or on the rest of the batch), that goroutine returns to its client
 // and another one sees the exchange through.
 func (p *Pool) run(s *slot, batch []*waiter) (retry bool) {
+	if s.mux != nil {
+		return p.runConcurrent(s, batch[0])
+	}
 	self := batch[0]
 	// Requests whose client left before they reached PHP are dropped here.
 	live := make([]*waiter, 0, len(batch))

@@ -48,6 +48,11 @@ type slot struct {
 	busySince time.Time
 	started   time.Time
 	failing   bool // its last boot failed: no worker since
+
+	// A concurrent worker (workers.concurrency > 1) runs requests through its Mux.
+	mux      *worker.Mux
+	inflight int         // its requests not yet ended (DONE)
+	retiring *retirement // why it must go once inflight is 0
 }
 
 // WorkerInfo describes one worker slot at a moment.
@@ -59,6 +64,8 @@ type WorkerInfo struct {
 	Started  time.Time `json:"started"`  // when the current process started
 	// BusySince is when the current request started; zero when not busy.
 	BusySince time.Time `json:"busy_since,omitzero"`
+	// InFlight is how many requests a concurrent worker runs now.
+	InFlight int `json:"in_flight,omitempty"`
 }
 
 // Workers returns a snapshot of every slot.
@@ -74,6 +81,7 @@ func (p *Pool) Workers() []WorkerInfo {
 		if s.state == StateBusy {
 			info.BusySince = s.busySince
 		}
+		info.InFlight = s.inflight
 		out = append(out, info)
 	}
 	return out
@@ -93,6 +101,23 @@ func (p *Pool) markBusyLocked(s *slot) {
 	s.busySince = time.Now()
 }
 
+// grantLocked gives one request to s, the last slot of the idle list: the slot is busy, and it
+// leaves the list unless it is a concurrent worker with room for another request.
+func (p *Pool) grantLocked(s *slot) {
+	if s.mux == nil {
+		p.idle = p.idle[:len(p.idle)-1]
+		p.markBusyLocked(s)
+		return
+	}
+	if s.inflight == 0 {
+		p.markBusyLocked(s)
+	}
+	s.inflight++
+	if s.inflight >= p.opts.Concurrency {
+		p.idle = p.idle[:len(p.idle)-1]
+	}
+}
+
 // jobLimitLocked is how many more requests the slot's worker may take before max_jobs.
 func (p *Pool) jobLimitLocked(s *slot) int {
 	if p.opts.MaxJobs <= 0 {
@@ -107,6 +132,12 @@ func (p *Pool) publish(s *slot, w *worker.Worker) {
 	defer p.mu.Unlock()
 	s.w, s.jobs, s.want, s.started = w, 0, "", w.Started()
 	s.state, s.failing = StateReady, false
+	s.mux, s.inflight, s.retiring = nil, 0, nil
+	if p.opts.Concurrency > 1 {
+		var m *worker.Mux
+		m = worker.NewMux(p.life, w, cancelGrace, func(fate error) { p.ended(s, m, fate) })
+		s.mux = m
+	}
 	p.idle = append(p.idle, s)
 	p.dispatchLocked()
 }
@@ -162,18 +193,23 @@ func reasonFor(err error) string {
 // takeOutLocked takes the slot's worker out of service for reason: at once when it is ready
 // (true), or once its request is done, when release sends the retirement (false).
 func (p *Pool) takeOutLocked(s *slot, reason string) bool {
+	p.unidleLocked(s) // a concurrent worker with room for more takes no more
 	if s.state != StateReady {
 		s.want = reason
 		return false
 	}
+	s.state = StateStopping
+	return true
+}
+
+// unidleLocked takes s out of the idle list, if it is there.
+func (p *Pool) unidleLocked(s *slot) {
 	for i, t := range p.idle {
 		if t == s {
 			p.idle = append(p.idle[:i], p.idle[i+1:]...)
-			break
+			return
 		}
 	}
-	s.state = StateStopping
-	return true
 }
 
 // supervise is the slot's supervisor goroutine: it watches the slot's worker, replaces it when

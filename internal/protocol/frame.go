@@ -32,6 +32,7 @@ const (
 	TypeBody     Type = 6
 	TypeHints    Type = 7
 	TypeDone     Type = 8
+	TypeCancel   Type = 9
 )
 
 // Flags of RESPONSE, BODY and DONE frames.
@@ -74,6 +75,8 @@ func (t Type) String() string {
 		return "HINTS"
 	case TypeDone:
 		return "DONE"
+	case TypeCancel:
+		return "CANCEL"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
@@ -116,7 +119,7 @@ func ParseHeader(b []byte) (Header, error) {
 		ID:     binary.LittleEndian.Uint32(b[4:]),
 		Length: binary.LittleEndian.Uint32(b[8:]),
 	}
-	if h.Type < TypeReady || h.Type > TypeDone {
+	if h.Type < TypeReady || h.Type > TypeCancel {
 		return Header{}, fmt.Errorf("%w: %d (first bytes %q)", ErrType, b[1], b[:HeaderSize])
 	}
 	return h, nil

@@ -19,7 +19,7 @@ func TestParseHeaderErrors(t *testing.T) {
 		{"version 4", []byte{4, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, ErrVersion},
 		{"garbage text", []byte("hello world!"), ErrVersion},
 		{"type zero", []byte{3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, ErrType},
-		{"type too big", []byte{3, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, ErrType},
+		{"type too big", []byte{3, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, ErrType},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -116,6 +116,7 @@ func buildVectors(t *testing.T) []vector {
 	vs = append(vs, vector{Name: "body-last", Type: "BODY", ID: 7, Hex: hex.EncodeToString(AppendFlagged(nil, TypeBody, 0, 7, nil))})
 	vs = append(vs, vector{Name: "done", Type: "DONE", ID: 7, Hex: hex.EncodeToString(AppendFlagged(nil, TypeDone, 0, 7, nil))})
 	vs = append(vs, vector{Name: "done-last", Type: "DONE", Flags: FlagLast, ID: 7, Hex: hex.EncodeToString(AppendFlagged(nil, TypeDone, FlagLast, 7, nil))})
+	vs = append(vs, vector{Name: "cancel", Type: "CANCEL", ID: 7, Hex: hex.EncodeToString(AppendFrame(nil, TypeCancel, 7, nil))})
 	vs = append(vs, vector{Name: "hints", Type: "HINTS", ID: 3, Fields: [][2]string{{"Link", "</app.css>; rel=preload; as=style"}, {"Link", "</app.js>; rel=preload; as=script"}},
 		Hex: hex.EncodeToString(AppendFrame(nil, TypeHints, 3, []byte("Link\x00</app.css>; rel=preload; as=style\x00Link\x00</app.js>; rel=preload; as=script")))})
 	for _, c := range vectorRequests() {

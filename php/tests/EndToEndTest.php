@@ -117,7 +117,7 @@ final class EndToEndTest extends TestCase
     {
         return [
             'HTTP instead of frames' => ["GET / HTTP/1.1\r\nHost: x\r\n\r\n", 'unsupported protocol version 71 (frame header 47 45 54 20'],
-            'unknown type' => [pack('CCvVV', 3, 9, 0, 0, 0), 'unknown frame type 9'],
+            'unknown type' => [pack('CCvVV', 3, 10, 0, 0, 0), 'unknown frame type 10'],
             'version 2' => [pack('CCvVV', 2, 2, 0, 0, 0), 'unsupported protocol version 2'],
             'version 1' => [pack('CCvVV', 1, 2, 0, 0, 0), 'unsupported protocol version 1'],
             'a frame only the worker sends' => [Frame::ready('8.2'), 'unexpected READY frame'],

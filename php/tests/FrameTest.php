@@ -57,6 +57,7 @@ final class FrameTest extends TestCase
             'BODY' => Frame::body($vector['id'], $this->text($vector + ['text' => ''], $frame['payload']), $vector['flags']),
             'HINTS' => Frame::hints($vector['id'], self::headerList($vector['fields'])),
             'DONE' => Frame::done($vector['id'], ($vector['flags'] & Frame::FLAG_LAST) !== 0),
+            'CANCEL' => Frame::cancel($vector['id']),
         };
         $this->assertSame($vector['flags'], $frame['flags']);
         $this->assertSame($vector['hex'], bin2hex($reencoded));

@@ -23,6 +23,7 @@ final class Frame
     public const BODY = 6;
     public const HINTS = 7;
     public const DONE = 8;
+    public const CANCEL = 9;
 
     /** RESPONSE and BODY flag: more of the body follows in BODY frames. */
     public const FLAG_MORE = 1;
@@ -36,7 +37,7 @@ final class Frame
     public const MAX_BODY_PART = 1048576;
 
     /** Names used in error messages, indexed by type. */
-    public const NAMES = [1 => 'READY', 2 => 'REQUEST', 3 => 'RESPONSE', 4 => 'STOP', 5 => 'ERROR', 6 => 'BODY', 7 => 'HINTS', 8 => 'DONE'];
+    public const NAMES = [1 => 'READY', 2 => 'REQUEST', 3 => 'RESPONSE', 4 => 'STOP', 5 => 'ERROR', 6 => 'BODY', 7 => 'HINTS', 8 => 'DONE', 9 => 'CANCEL'];
 
     /** The unpack() format of a frame header; keys version, type, flags, id, length. */
     public const HEADER_FORMAT = 'Cversion/Ctype/vflags/Vid/Vlength';
@@ -88,6 +89,15 @@ final class Frame
     public static function done(int $id, bool $last = false): string
     {
         return pack('CCvVV', self::VERSION, self::DONE, $last ? self::FLAG_LAST : 0, $id, 0);
+    }
+
+    /**
+     * Encodes a CANCEL frame, which the server sends to a worker running requests concurrently:
+     * stop request $id (exec_timeout, its client left) and end it with DONE.
+     */
+    public static function cancel(int $id): string
+    {
+        return self::encode(self::CANCEL, $id, '');
     }
 
     public static function stop(): string
