@@ -159,6 +159,12 @@ func run(quick bool, only string, runs int, peregrine, outDir string, keep bool)
 		}
 		done("memory")
 	}
+	if selected("highloadcup") { // highloadcup.go (issue 18)
+		if rep.highloadcup, err = lab.highloadcupScenario(p); err != nil {
+			return err
+		}
+		done("highloadcup")
+	}
 	rep.elapsed = time.Since(started)
 
 	if err := os.MkdirAll(outDir, 0o755); err != nil {

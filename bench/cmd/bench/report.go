@@ -24,6 +24,8 @@ type report struct {
 	classic   []*comparison
 	front     []*comparison
 	memory    [][]memRun // one row per run: the systems in the order they ran
+
+	highloadcup *hlcResult // highloadcup.go
 }
 
 func median(xs []float64) float64 {
@@ -317,6 +319,7 @@ func (r *report) markdown() string {
 	if len(r.front) > 0 {
 		r.frontMarkdown(&b)
 	}
+	b.WriteString(r.highloadcup.markdown())
 
 	return b.String()
 }

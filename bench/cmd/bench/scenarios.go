@@ -69,11 +69,11 @@ func quickPlan() plan {
 }
 
 // scenarioNames lists what -only takes, in the order the scenarios run.
-const scenarioNames = "hello, delay, framework, classic, front, memory"
+const scenarioNames = "hello, delay, framework, classic, front, memory, highloadcup"
 
 func validScenario(s string) bool {
 	switch s {
-	case "hello", "delay", "framework", "memory", "classic", "front":
+	case "hello", "delay", "framework", "memory", "classic", "front", "highloadcup":
 		return true
 	}
 	return false
