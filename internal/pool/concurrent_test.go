@@ -24,16 +24,7 @@ func newConcurrentPool(t *testing.T, opts Options) *Pool {
 	t.Helper()
 	script, _ := filepath.Abs("../../testdata/workers/interleave.php")
 	opts.Worker = worker.Options{Argv: []string{"php", script}, Env: append(os.Environ(), "PEREGRINE_PROTOCOL=3"), BootTimeout: 30 * time.Second}
-	p := New(opts)
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		p.Stop(ctx)
-	})
-	return p
+	return startPool(t, opts)
 }
 
 func inFlight(p *Pool) int {

@@ -30,22 +30,7 @@ func newNativePool(t *testing.T, opts Options, script string, env ...string) *Po
 		Env:         append(append(os.Environ(), "PEREGRINE_PROTOCOL=3"), env...),
 		BootTimeout: 30 * time.Second,
 	}
-	p := New(opts)
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		stopped := make(chan struct{})
-		go func() { p.Stop(ctx); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-time.After(20 * time.Second):
-			t.Error("Stop did not return")
-		}
-	})
-	return p
+	return startPool(t, opts)
 }
 
 // put sends a PUT whose body of size bytes goes from a reader, as the HTTP server sends a body
@@ -207,17 +192,9 @@ func TestFatalDoesNotFailTheNextClients(t *testing.T) {
 func TestEveryWorkerFailingAnswers503AtOnce(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "broken")
 	script, _ := filepath.Abs("../../testdata/workers/boot-flaky.php")
-	p := New(Options{Size: 1, AllocateTimeout: time.Hour, Worker: worker.Options{
+	p := startPool(t, Options{Size: 1, AllocateTimeout: time.Hour, Worker: worker.Options{
 		Argv: []string{"php", script}, Env: append(os.Environ(), "PEREGRINE_PROTOCOL=3", "FLAKY_MARKER="+marker),
 		BootTimeout: 30 * time.Second}})
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		p.Stop(ctx)
-	})
 	if err := os.WriteFile(marker, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -23,14 +23,27 @@ import (
 
 func newPool(t *testing.T, opts Options) *Pool {
 	t.Helper()
-	p := New(withWorker(t, opts))
+	return startPool(t, withWorker(t, opts))
+}
+
+// startPool starts a pool with opts as they are, and stops it when the test ends; a Stop that
+// does not return fails the test.
+func startPool(t *testing.T, opts Options) *Pool {
+	t.Helper()
+	p := New(opts)
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		p.Stop(ctx)
+		stopped := make(chan struct{})
+		go func() { p.Stop(ctx); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(20 * time.Second):
+			t.Error("Stop did not return")
+		}
 	})
 	return p
 }
