@@ -2,7 +2,7 @@
 # Included by the top-level Makefile.
 PHP_CONFIG    ?= php-config8.2
 NATIVE_BIN    := bin/peregrine-php
-NATIVE_SRC    := native/decode.c native/frame.c native/sapi.c native/template.c native/worker.c native/table.c native/main.c
+NATIVE_SRC    := native/decode.c native/frame.c native/sapi.c native/template.c native/worker.c native/table.c native/async.c native/main.c
 NATIVE_CFLAGS ?= -O2 -g
 NATIVE_FLAGS   = -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror \
                  $(patsubst -I%,-isystem %,$(shell $(PHP_CONFIG) --includes))
@@ -12,7 +12,7 @@ NATIVE_LIBS    = $(shell $(PHP_CONFIG) --ldflags) -L/usr/lib -lphp$(shell $(PHP_
 
 native: $(NATIVE_BIN)
 
-$(NATIVE_BIN): $(NATIVE_SRC) native/decode.h native/peregrine.h native/table.h native/native.mk
+$(NATIVE_BIN): $(NATIVE_SRC) native/decode.h native/peregrine.h native/table.h native/async.h native/native.mk
 	@mkdir -p bin
 	$(CC) $(NATIVE_CFLAGS) $(NATIVE_FLAGS) -o $@ $(NATIVE_SRC) $(NATIVE_LIBS)
 

@@ -62,6 +62,7 @@ final class Worker
         private readonly ?Connection $connection,
         private readonly mixed $log,
         private readonly ?NativeServer $native = null,
+        private readonly int $concurrency = 1,
     ) {
     }
 
@@ -75,6 +76,15 @@ final class Worker
         if (getenv('PEREGRINE_PROTOCOL') !== '3') {
             throw new \RuntimeException('This script must be started by the peregrine server, e.g. '
                 . '`peregrine serve worker.php`: PEREGRINE_PROTOCOL=3 is not set in its environment.');
+        }
+        // workers.concurrency above 1: requests run side by side, each in a Fiber of its own
+        // (Async\Internal\Server), on both runtimes; the native runtime also makes sleep() and
+        // socket streams suspend only the request's fiber (docs/concurrency.md).
+        $concurrency = (int) getenv('PEREGRINE_CONCURRENCY');
+        if ($concurrency > 1) {
+            $connection = new Connection(Async\Internal\Server::open(3, 'rb'), Async\Internal\Server::open(4, 'wb'));
+
+            return new self($connection, STDERR, null, $concurrency);
         }
 
         // Under Peregrine's native runtime (peregrine-php) PHP itself speaks to the server, and
@@ -114,7 +124,7 @@ final class Worker
         }
         $this->run(function (int $id, string $payload) use ($handler): string {
             $request = RequestDecoder::decode($payload);
-            [$response, $session] = self::inSession($request->cookies, static fn (): mixed => $handler($request));
+            [$response, $session] = $this->session($request->cookies, static fn (): mixed => $handler($request));
             if ($response instanceof \Throwable) {
                 return $this->fail($id, Handling::describe($response), $response);
             }
@@ -153,7 +163,7 @@ final class Worker
         $bridge = new PsrBridge($factory, $this->serverParams());
         $this->run(function (int $id, string $payload) use ($handle, $bridge): string {
             $request = RequestDecoder::decode($payload);
-            [$response, $session] = self::inSession($request->cookies, static fn (): mixed => $handle($bridge->request($request)));
+            [$response, $session] = $this->session($request->cookies, static fn (): mixed => $handle($bridge->request($request)));
             if ($response instanceof \Throwable) {
                 return $this->fail($id, Handling::describe($response), $response);
             }
@@ -196,6 +206,10 @@ final class Worker
      */
     public function serveGlobals(callable $script): void
     {
+        if ($this->concurrency > 1) {
+            throw new \RuntimeException("workers.concurrency is {$this->concurrency}, but serveGlobals() runs one request at a time "
+                . '(the superglobals, header() and the output are the process\'s): set workers.concurrency: 1, or serve with serve() or servePsr()');
+        }
         $this->watchLeaks();
         if ($this->native !== null) {
             $this->native->serveGlobals($script);
@@ -223,6 +237,11 @@ final class Worker
      */
     private function run(\Closure $respond): void
     {
+        if ($this->concurrency > 1) {
+            $this->runConcurrently($respond);
+
+            return;
+        }
         $connection = $this->connection;
         CurrentRequest::$connection = $connection;
         // However the script ends between requests (exit() in a reset hook, a fatal error
@@ -273,6 +292,76 @@ final class Worker
                 // The server is gone; the log line above is all that can be said.
             }
             exit(self::EXIT_PROTOCOL);
+        }
+    }
+
+    /**
+     * The loop of a concurrent worker: every request in a fiber of its own, answers in any order
+     * (Async\Internal\Server). Reset hooks run whenever no request is in flight.
+     *
+     * @param \Closure(int, string): string $respond
+     */
+    private function runConcurrently(\Closure $respond): void
+    {
+        $connection = $this->connection;
+        register_shutdown_function(function () use ($connection): void {
+            if ($this->stopped) {
+                return;
+            }
+            try {
+                $connection->send(Frame::done($this->lastId, true));
+            } catch (ProtocolError) {
+                // The server is gone.
+            }
+        });
+        $server = new Async\Internal\Server(fn (string $line) => $this->log($line));
+        try {
+            $connection->send(Frame::ready(PHP_VERSION));
+            $server->run(
+                static function (int $id, string $payload) use ($respond): string {
+                    return $respond($id, $payload);
+                },
+                $connection->send(...),
+                function (int $id): void {
+                    $this->lastId = $id;
+                },
+                function (): void {
+                    if ($this->resetHooks !== []) {
+                        $this->reset();
+                    }
+                },
+            );
+            $this->stopped = true;
+        } catch (ProtocolError $e) {
+            $this->stopped = true;
+            $this->log($e->getMessage());
+            try {
+                $connection->send(Frame::error($e->getMessage()));
+            } catch (ProtocolError) {
+                // The server is gone.
+            }
+            exit(self::EXIT_PROTOCOL);
+        }
+    }
+
+    /**
+     * inSession() for one request at a time; with concurrency, PHP's session and $_COOKIE are
+     * the process's, so the handler runs without them.
+     *
+     * @param array<string, mixed> $cookies
+     * @param \Closure(): mixed     $handle
+     *
+     * @return array{mixed, list<array{string, string}>}
+     */
+    private function session(array $cookies, \Closure $handle): array
+    {
+        if ($this->concurrency === 1) {
+            return self::inSession($cookies, $handle);
+        }
+        try {
+            return [$handle(), []];
+        } catch (\Throwable $e) {
+            return [$e, []];
         }
     }
 

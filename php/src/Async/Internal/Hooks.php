@@ -24,6 +24,8 @@ final class Hooks
     public const SLEEP = 0;
     public const READ = 1;
     public const WRITE = 2;
+    /** Asks whether a wait would suspend: READY if so, NOT_HOOKED if not. */
+    public const PROBE = 3;
 
     /** Whether the hooks suspend at all: a concurrent server turns them on. */
     public static bool $enabled = false;
@@ -44,6 +46,9 @@ final class Hooks
         $loop = Loop::get();
         if ($loop->task() === null) {
             return self::NOT_HOOKED;
+        }
+        if ($mode === self::PROBE) {
+            return self::READY;
         }
         $suspension = $loop->suspension();
         if ($mode !== self::SLEEP) {

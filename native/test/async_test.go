@@ -1,0 +1,303 @@
+package nativetest
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"math/rand"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Concurrent workers (PEREGRINE_CONCURRENCY > 1, docs/concurrency.md): requests written without
+// waiting, answers demultiplexed by id, the native hooks suspending only a request's fiber.
+
+const typeCancel = 9
+
+// muxAnswer is one request's answer collected from interleaved frames.
+type muxAnswer struct {
+	status int
+	body   strings.Builder
+	frames int
+	done   bool
+}
+
+// startAsync starts testdata/async.php with concurrency n.
+func startAsync(t *testing.T, n int, env ...string) *proc {
+	t.Helper()
+	p := startEnv(t, append([]string{fmt.Sprintf("PEREGRINE_CONCURRENCY=%d", n)}, env...), runtime, filepath.Join("testdata", "async.php"))
+	f := p.readFrame(t)
+	if f.Type != typeReady {
+		t.Fatalf("first frame: type %d, want READY\n%s", f.Type, p.log)
+	}
+	return p
+}
+
+// collect reads frames until `want` requests have ended (DONE), and returns their answers and
+// the ids of the frames in the order they came.
+func collect(t *testing.T, p *proc, want int) (map[uint32]*muxAnswer, []uint32) {
+	t.Helper()
+	answers := map[uint32]*muxAnswer{}
+	var order []uint32
+	for ended := 0; ended < want; {
+		f := p.readFrame(t)
+		a := answers[f.ID]
+		if a == nil {
+			a = &muxAnswer{}
+			answers[f.ID] = a
+		}
+		if a.done {
+			t.Fatalf("frame type %d for request %d after its DONE", f.Type, f.ID)
+		}
+		order = append(order, f.ID)
+		switch f.Type {
+		case typeResponse:
+			if a.status != 0 {
+				t.Fatalf("second RESPONSE for request %d", f.ID)
+			}
+			a.status = int(binary.LittleEndian.Uint16(f.Payload))
+			headLen := int(binary.LittleEndian.Uint32(f.Payload[2:]))
+			a.body.Write(f.Payload[6+headLen:])
+		case typeBody:
+			if a.status == 0 {
+				t.Fatalf("BODY before RESPONSE for request %d", f.ID)
+			}
+			a.body.Write(f.Payload)
+		case typeDone:
+			a.done = true
+			ended++
+		default:
+			t.Fatalf("frame type %d for request %d\n%s", f.Type, f.ID, p.log)
+		}
+		a.frames++
+	}
+	return answers, order
+}
+
+// TestAsyncInterleavedSleeps: 300 requests, at most 64 in flight, each sleeping a random time
+// with usleep(), time_nanosleep() and sleep(0): every answer carries its own request's id, and
+// answers come back out of order (with PHP's blocking usleep they would come in order).
+func TestAsyncInterleavedSleeps(t *testing.T) {
+	const total, window = 300, 64
+	p := startAsync(t, window)
+	rng := rand.New(rand.NewSource(1))
+	// Write in windows of 64: the server never has more than N requests without their DONE.
+	answers := map[uint32]*muxAnswer{}
+	var order []uint32
+	for start := 0; start < total; start += window {
+		var chunk []byte
+		for id := start + 1; id <= start+window && id <= total; id++ {
+			chunk = append(chunk, encodeRequest(uint32(id), request{URI: fmt.Sprintf("/sleep?id=%d&us=%d&ns=%d", id, rng.Intn(20000), rng.Intn(2000000))})...)
+		}
+		if err := <-p.write(chunk); err != nil {
+			t.Fatal(err)
+		}
+		got, o := collect(t, p, min(window, total-start))
+		for id, a := range got {
+			answers[id] = a
+		}
+		order = append(order, o...)
+	}
+	if len(answers) != total {
+		t.Fatalf("%d answers, want %d", len(answers), total)
+	}
+	for id, a := range answers {
+		if a.status != 200 || a.body.String() != fmt.Sprintf("id=%d", id) {
+			t.Errorf("request %d: %d %q", id, a.status, a.body.String())
+		}
+	}
+	inOrder := true
+	for i := 1; i < len(order); i++ {
+		if order[i] < order[i-1] {
+			inOrder = false
+		}
+	}
+	if inOrder {
+		t.Errorf("every answer came in the order of its request: the sleeps did not run side by side")
+	}
+	p.in.Close()
+	if code := p.waitExit(t); code != 0 {
+		t.Fatalf("exit %d after end of input\n%s", code, p.log)
+	}
+}
+
+// TestAsyncStreamsInterleave: streamed answers of different requests interleave frame by frame
+// and each body is its own request's parts, in order.
+func TestAsyncStreamsInterleave(t *testing.T) {
+	const n = 8
+	p := startAsync(t, n)
+	var buf []byte
+	for id := uint32(1); id <= n; id++ {
+		buf = append(buf, encodeRequest(id, request{URI: fmt.Sprintf("/stream?id=%d&n=6&us=%d", id, 3000+int(id)*500)})...)
+	}
+	if err := <-p.write(buf); err != nil {
+		t.Fatal(err)
+	}
+	answers, order := collect(t, p, n)
+	for id := uint32(1); id <= n; id++ {
+		var want strings.Builder
+		for i := 0; i < 6; i++ {
+			fmt.Fprintf(&want, "%d:%d\n", id, i)
+		}
+		if got := answers[id].body.String(); got != want.String() {
+			t.Errorf("request %d streamed %q, want %q", id, got, want.String())
+		}
+	}
+	// Some request's frames have another request's frames between them.
+	last := map[uint32]int{}
+	interleaved := false
+	for i, id := range order {
+		if j, ok := last[id]; ok && j != i-1 {
+			interleaved = true
+		}
+		last[id] = i
+	}
+	if !interleaved {
+		t.Errorf("the streamed answers came one after the other: %v", order)
+	}
+}
+
+// barrierServer answers each line it reads with "echo:<line>", but only once `want` clients
+// have connected and sent theirs: a worker that blocked on its first socket would never connect
+// the others, and the test would hang (its read deadline fails it).
+func barrierServer(t *testing.T, network, address string, want int) net.Listener {
+	t.Helper()
+	ln, err := net.Listen(network, address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		var mu sync.Mutex
+		var waiting []func()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				line, err := bufio.NewReader(c).ReadString('\n')
+				if err != nil {
+					c.Close()
+					return
+				}
+				reply := func() {
+					fmt.Fprintf(c, "echo:%s", line)
+					c.Close()
+				}
+				mu.Lock()
+				waiting = append(waiting, reply)
+				if len(waiting) == want {
+					for _, r := range waiting {
+						go r()
+					}
+					waiting = nil
+				}
+				mu.Unlock()
+			}()
+		}
+	}()
+	return ln
+}
+
+// TestAsyncSocketsSuspendOnlyTheirFiber: requests that read from sockets made by
+// stream_socket_client() (tcp and unix), fsockopen() and file_get_contents('http://...') wait
+// side by side; the server answers none until all have written.
+func TestAsyncSocketsSuspendOnlyTheirFiber(t *testing.T) {
+	const n = 5
+	p := startAsync(t, 4*n)
+	tcp := barrierServer(t, "tcp", "127.0.0.1:0", n)
+	fsock := barrierServer(t, "tcp", "127.0.0.1:0", n)
+	sock := filepath.Join(t.TempDir(), "s")
+	barrierServer(t, "unix", sock, n)
+
+	var mu sync.Mutex
+	var held []chan struct{}
+	httpLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		release := make(chan struct{})
+		mu.Lock()
+		held = append(held, release)
+		if len(held) == n {
+			for _, c := range held {
+				close(c)
+			}
+		}
+		mu.Unlock()
+		<-release
+		fmt.Fprintf(w, "http:%s", r.URL.Query().Get("id"))
+	})}
+	go srv.Serve(httpLn)
+	t.Cleanup(func() { srv.Close() })
+
+	var buf []byte
+	id := uint32(0)
+	expect := map[uint32]string{}
+	for i := 0; i < n; i++ {
+		id++
+		buf = append(buf, encodeRequest(id, request{URI: fmt.Sprintf("/tcp?id=%d&port=%d", id, tcp.Addr().(*net.TCPAddr).Port)})...)
+		expect[id] = fmt.Sprintf("echo:%d", id)
+		id++
+		buf = append(buf, encodeRequest(id, request{URI: fmt.Sprintf("/fsock?id=%d&port=%d", id, fsock.Addr().(*net.TCPAddr).Port)})...)
+		expect[id] = fmt.Sprintf("echo:%d", id)
+		id++
+		buf = append(buf, encodeRequest(id, request{URI: fmt.Sprintf("/unix?id=%d&path=%s", id, sock)})...)
+		expect[id] = fmt.Sprintf("echo:%d", id)
+		id++
+		buf = append(buf, encodeRequest(id, request{URI: fmt.Sprintf("/http?id=%d&port=%d", id, httpLn.Addr().(*net.TCPAddr).Port)})...)
+		expect[id] = fmt.Sprintf("http:%d", id)
+	}
+	if err := <-p.write(buf); err != nil {
+		t.Fatal(err)
+	}
+	answers, _ := collect(t, p, len(expect))
+	for id, want := range expect {
+		if a := answers[id]; a.status != 200 || a.body.String() != want {
+			t.Errorf("request %d: %d %q, want %q", id, a.status, a.body.String(), want)
+		}
+	}
+}
+
+// TestAsyncCancelRunsFinally: CANCEL stops a request where it sleeps; its finally block runs,
+// it ends with DONE, and the worker serves on.
+func TestAsyncCancelRunsFinally(t *testing.T) {
+	p := startAsync(t, 4)
+	if err := <-p.write(encodeRequest(1, request{URI: "/hang"})); err != nil {
+		t.Fatal(err)
+	}
+	p.nextID = 2
+	// The request is asleep once a request written after it is answered.
+	if a := p.do(t, request{URI: "/async?id=7"}); a.Body != "a7,b7" {
+		t.Fatalf("async request: %q", a.Body)
+	}
+	if err := <-p.write(appendFrame(nil, typeCancel, 1, nil)); err != nil {
+		t.Fatal(err)
+	}
+	answers, _ := collect(t, p, 1)
+	if answers[1] == nil || !answers[1].done {
+		t.Fatalf("no DONE for the cancelled request")
+	}
+	if a := p.do(t, request{URI: "/finally"}); a.Body != "1" {
+		t.Fatalf("finally blocks run: %q, want 1\n%s", a.Body, p.log)
+	}
+}
+
+// TestAsyncServeGlobalsRefuses: serveGlobals() cannot run requests side by side; the worker
+// refuses to start, naming the setting.
+func TestAsyncServeGlobalsRefuses(t *testing.T) {
+	p := startEnv(t, []string{"PEREGRINE_CONCURRENCY=8", "ASYNC_MODE=globals"}, runtime, filepath.Join("testdata", "async.php"))
+	p.readFrameOrEOF(t)
+	if code := p.waitExit(t); code == 0 {
+		t.Fatalf("serveGlobals() with concurrency 8 exited 0")
+	}
+	if !strings.Contains(p.log.String(), "workers.concurrency") {
+		t.Fatalf("the error does not name workers.concurrency:\n%s", p.log)
+	}
+}

@@ -1,0 +1,100 @@
+<?php
+// A concurrent worker (PEREGRINE_CONCURRENCY > 1) for async_test.go; ASYNC_MODE=globals tries
+// serveGlobals(), which must refuse.
+declare(strict_types=1);
+
+require __DIR__ . '/../../../php/autoload.php';
+
+use Peregrine\Http\Request;
+use Peregrine\Http\Response;
+use Peregrine\Worker;
+
+use function Peregrine\Async\async;
+use function Peregrine\Async\awaitAll;
+
+usleep(1000); // at boot: PHP's own usleep, outside any fiber
+
+$worker = Worker::create();
+if (getenv('ASYNC_MODE') === 'globals') {
+    $worker->serveGlobals(static function (): void {
+        echo 'served';
+    });
+    exit(0);
+}
+
+$finallyRan = 0;
+$worker->serve(static function (Request $r) use (&$finallyRan): Response {
+    $q = $r->queryParams;
+    $mine = (string) ($q['id'] ?? '');
+    switch ($r->path) {
+        case '/sleep': // each request keeps its own value across its waits
+            usleep((int) ($q['us'] ?? 0));
+            $after = $mine;
+            time_nanosleep(0, (int) ($q['ns'] ?? 0));
+            sleep(0);
+
+            return new Response(200, ['X-Id' => $mine], "id=$after");
+        case '/stream':
+            $parts = (function () use ($mine, $q): Generator {
+                for ($i = 0; $i < (int) $q['n']; $i++) {
+                    usleep((int) $q['us']);
+                    yield "$mine:$i\n";
+                }
+            })();
+
+            return new Response(200, [], $parts);
+        case '/tcp': // a line to a socket and the line that comes back, through stream_socket_client
+            $s = stream_socket_client('tcp://127.0.0.1:' . $q['port'], $errno, $error, 5);
+            if ($s === false) {
+                return new Response(500, [], "connect: $error");
+            }
+            fwrite($s, "$mine\n");
+            $line = (string) fgets($s);
+            fclose($s);
+
+            return new Response(200, [], trim($line));
+        case '/fsock':
+            $s = fsockopen('127.0.0.1', (int) $q['port'], $errno, $error, 5);
+            fwrite($s, "$mine\n");
+            $line = (string) fgets($s);
+            fclose($s);
+
+            return new Response(200, [], trim($line));
+        case '/unix':
+            $s = stream_socket_client('unix://' . $q['path'], $errno, $error, 5);
+            fwrite($s, "$mine\n");
+            $line = (string) fgets($s);
+            fclose($s);
+
+            return new Response(200, [], trim($line));
+        case '/http':
+            return new Response(200, [], (string) file_get_contents('http://127.0.0.1:' . $q['port'] . '/?id=' . $mine));
+        case '/async': // two waits inside one request, side by side
+            $values = awaitAll([
+                async(static function () use ($mine): string {
+                    usleep(2000);
+
+                    return "a$mine";
+                }),
+                async(static function () use ($mine): string {
+                    usleep(1000);
+
+                    return "b$mine";
+                }),
+            ]);
+
+            return new Response(200, [], implode(',', $values));
+        case '/hang':
+            try {
+                sleep(60);
+            } finally {
+                $finallyRan++;
+            }
+
+            return new Response(200, [], 'woke');
+        case '/finally':
+            return new Response(200, [], (string) $finallyRan);
+    }
+
+    return new Response(404, [], 'no such path');
+});
