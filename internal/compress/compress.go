@@ -35,7 +35,8 @@ var Codings = []string{"zstd", "br", "gzip"}
 //     returned or first flushed, is at least MinSize; a response flushed before MinSize bytes
 //     without a Content-Length is a stream of unknown length and is compressed.
 //
-// Such a response carries Vary: Accept-Encoding whether or not this client accepted a coding.
+// Such a response carries Vary: Accept-Encoding whether or not this client accepted a coding,
+// merged into the handler's own Vary header (AddVary) rather than sent as a second line.
 // A compressed one loses its Content-Length and Accept-Ranges, gets its Content-Encoding, and
 // its strong ETag becomes weak (W/"..."), since the bytes differ from the identity ones.
 //
@@ -244,9 +245,7 @@ func (cw *writer) decide(flushing bool, next []byte) {
 	h := cw.w.Header()
 	// The size first: it is the cheaper test, and most answers are decided by it.
 	if cw.bigEnough(flushing, len(next)) && cw.eligible(next) {
-		if !containsTokenValues(h.Values("Vary"), "accept-encoding") {
-			h.Add("Vary", "Accept-Encoding")
-		}
+		AddVary(h, "Accept-Encoding")
 		if cw.coding != "" {
 			h.Del("Content-Length")
 			h.Del("Accept-Ranges")
@@ -315,6 +314,24 @@ func containsToken(v, token string) bool {
 		}
 	}
 	return false
+}
+
+// AddVary adds token to h's Vary header, merged into the last Vary line already there
+// ("Vary: Cookie" becomes "Vary: Cookie, Accept-Encoding") so that the answer carries one
+// Vary line, as an application that set its own expects; nothing changes when a Vary line
+// lists the token already or is "*".
+func AddVary(h http.Header, token string) {
+	vs := h["Vary"]
+	if containsTokenValues(vs, token) {
+		return
+	}
+	for i := len(vs) - 1; i >= 0; i-- {
+		if v := strings.TrimRight(strings.TrimSpace(vs[i]), ", "); v != "" {
+			vs[i] = v + ", " + token
+			return
+		}
+	}
+	h["Vary"] = []string{token}
 }
 
 func containsTokenValues(vs []string, token string) bool {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -221,12 +222,38 @@ func TestSniff(t *testing.T) {
 
 func TestVaryKept(t *testing.T) {
 	w := run(html(page, "Vary", "Cookie"), "GET", "Accept-Encoding", "br")
-	if got := w.Result().Header.Values("Vary"); len(got) != 2 || got[0] != "Cookie" || got[1] != "Accept-Encoding" {
-		t.Errorf("Vary %q", got)
+	if got := w.Result().Header.Values("Vary"); len(got) != 1 || got[0] != "Cookie, Accept-Encoding" {
+		t.Errorf("Vary %q, want one line \"Cookie, Accept-Encoding\"", got)
 	}
 	w = run(html(page, "Vary", "accept-encoding"), "GET", "Accept-Encoding", "br")
 	if got := w.Result().Header.Values("Vary"); len(got) != 1 {
 		t.Errorf("Vary repeated: %q", got)
+	}
+}
+
+func TestAddVary(t *testing.T) {
+	tests := []struct {
+		have []string
+		want []string
+	}{
+		{nil, []string{"Accept-Encoding"}},
+		{[]string{"Cookie"}, []string{"Cookie, Accept-Encoding"}},
+		{[]string{"Cookie, Origin"}, []string{"Cookie, Origin, Accept-Encoding"}},
+		{[]string{"Cookie", "Origin"}, []string{"Cookie", "Origin, Accept-Encoding"}},
+		{[]string{"Origin, accept-encoding"}, []string{"Origin, accept-encoding"}},
+		{[]string{"*"}, []string{"*"}},
+		{[]string{""}, []string{"Accept-Encoding"}},
+		{[]string{"Cookie,"}, []string{"Cookie, Accept-Encoding"}},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		if tt.have != nil {
+			h["Vary"] = append([]string(nil), tt.have...)
+		}
+		AddVary(h, "Accept-Encoding")
+		if !slices.Equal(h["Vary"], tt.want) {
+			t.Errorf("AddVary(%q) = %q, want %q", tt.have, h["Vary"], tt.want)
+		}
 	}
 }
 

