@@ -279,6 +279,13 @@ PHP_FUNCTION(peregrine_handle_request)
 		zend_throw_error(NULL, "peregrine_handle_request() must be called by the worker script, outside a request");
 		RETURN_THROWS();
 	}
+	if (getenv("PEREGRINE_CONCURRENCY") && atoi(getenv("PEREGRINE_CONCURRENCY")) > 1) {
+		/* PHP's request state is the process's: one request at a time (docs/concurrency.md). */
+		zend_throw_error(NULL, "workers.concurrency is %s, but this worker serves one request at a time with "
+				 "PHP's own request state (serveGlobals(), --laravel, --symfony): set workers.concurrency: 1, "
+				 "or serve with Peregrine\\Worker's serve() or servePsr()", getenv("PEREGRINE_CONCURRENCY"));
+		RETURN_THROWS();
+	}
 	if (!wait_request())
 		RETURN_FALSE;
 	begin_request();

@@ -289,15 +289,66 @@ func TestAsyncCancelRunsFinally(t *testing.T) {
 	}
 }
 
-// TestAsyncServeGlobalsRefuses: serveGlobals() cannot run requests side by side; the worker
-// refuses to start, naming the setting.
-func TestAsyncServeGlobalsRefuses(t *testing.T) {
-	p := startEnv(t, []string{"PEREGRINE_CONCURRENCY=8", "ASYNC_MODE=globals"}, runtime, filepath.Join("testdata", "async.php"))
-	p.readFrameOrEOF(t)
-	if code := p.waitExit(t); code == 0 {
-		t.Fatalf("serveGlobals() with concurrency 8 exited 0")
+// TestAsyncOneAtATimeRefuses: serveGlobals() and peregrine_handle_request() (what --laravel and
+// --symfony loop on) cannot run requests side by side; the worker refuses to start, naming the
+// setting.
+func TestAsyncOneAtATimeRefuses(t *testing.T) {
+	for _, mode := range []string{"globals", "handle"} {
+		t.Run(mode, func(t *testing.T) {
+			p := startEnv(t, []string{"PEREGRINE_CONCURRENCY=8", "ASYNC_MODE=" + mode}, runtime, filepath.Join("testdata", "async.php"))
+			if f := p.readFrameOrEOF(t); f != nil && f.Type == typeReady {
+				t.Fatalf("READY with concurrency 8")
+			}
+			if code := p.waitExit(t); code == 0 {
+				t.Fatalf("exit 0 with concurrency 8")
+			}
+			if !strings.Contains(p.log.String(), "workers.concurrency") {
+				t.Fatalf("the error does not name workers.concurrency:\n%s", p.log)
+			}
+		})
 	}
-	if !strings.Contains(p.log.String(), "workers.concurrency") {
-		t.Fatalf("the error does not name workers.concurrency:\n%s", p.log)
+}
+
+// TestAsyncMySQLSuspendsOnlyItsFiber: mysqlnd's sockets (PDO MySQL over tcp, mysqli over the unix
+// socket) wait in the loop: a query sleeping a second is answered after quick queries written
+// after it. With a blocking socket the answers would come in order.
+func TestAsyncMySQLSuspendsOnlyItsFiber(t *testing.T) {
+	if c, err := net.Dial("tcp", "127.0.0.1:3306"); err != nil {
+		t.Skipf("MariaDB is not running on 127.0.0.1:3306: %v", err)
+	} else {
+		c.Close()
 	}
+	p := startAsync(t, 8)
+	buf := encodeRequest(1, request{URI: "/pdo?id=1&sleep=1"})
+	buf = append(buf, encodeRequest(2, request{URI: "/mysqli?id=2&sleep=1"})...)
+	buf = append(buf, encodeRequest(3, request{URI: "/pdo?id=3&sleep=0"})...)
+	buf = append(buf, encodeRequest(4, request{URI: "/mysqli?id=4&sleep=0"})...)
+	if err := <-p.write(buf); err != nil {
+		t.Fatal(err)
+	}
+	answers, order := collect(t, p, 4)
+	want := map[uint32]string{1: "pdo:1", 2: "mysqli:2", 3: "pdo:3", 4: "mysqli:4"}
+	for id, body := range want {
+		if a := answers[id]; a.status != 200 || a.body.String() != body {
+			t.Errorf("request %d: %d %q, want %q", id, a.status, a.body.String(), body)
+		}
+	}
+	done := []uint32{}
+	for _, id := range order {
+		if answers[id].frames > 0 && !contains(done, id) {
+			done = append(done, id)
+		}
+	}
+	if len(done) == 4 && (done[0] == 1 || done[0] == 2) {
+		t.Errorf("a sleeping query was answered first (order %v): the queries did not run side by side", done)
+	}
+}
+
+func contains(list []uint32, id uint32) bool {
+	for _, v := range list {
+		if v == id {
+			return true
+		}
+	}
+	return false
 }

@@ -15,6 +15,13 @@ use function Peregrine\Async\awaitAll;
 usleep(1000); // at boot: PHP's own usleep, outside any fiber
 
 $worker = Worker::create();
+if (getenv('ASYNC_MODE') === 'handle') { // what --laravel and --symfony loop on
+    while (peregrine_handle_request(static function (): void {
+        echo 'served';
+    })) {
+    }
+    exit(0);
+}
 if (getenv('ASYNC_MODE') === 'globals') {
     $worker->serveGlobals(static function (): void {
         echo 'served';
@@ -84,6 +91,17 @@ $worker->serve(static function (Request $r) use (&$finallyRan): Response {
             ]);
 
             return new Response(200, [], implode(',', $values));
+        case '/pdo': // PDO MySQL over tcp
+            $pdo = new PDO('mysql:host=127.0.0.1;port=3306;dbname=test', 'root', '');
+            $row = $pdo->query(sprintf('SELECT SLEEP(%F) AS s, %d AS id', (float) $q['sleep'], (int) $mine))->fetch(PDO::FETCH_ASSOC);
+
+            return new Response(200, [], 'pdo:' . $row['id']);
+        case '/mysqli': // mysqli over the unix socket
+            $db = new mysqli('localhost', 'root', '', 'test');
+            $row = $db->query(sprintf('SELECT SLEEP(%F) AS s, %d AS id', (float) $q['sleep'], (int) $mine))->fetch_assoc();
+            $db->close();
+
+            return new Response(200, [], 'mysqli:' . $row['id']);
         case '/hang':
             try {
                 sleep(60);
