@@ -56,3 +56,26 @@ func TestCompressionMergesVary(t *testing.T) {
 		}
 	}
 }
+
+// TestSendfileSiblingChecked (item 9): doc.txt in http.sendfile_dirs has a doc.txt.gz beside
+// it that links to a file outside every allowed directory. X-Sendfile: doc.txt with
+// Accept-Encoding: gzip sends doc.txt, never the link's target; the link named directly is
+// refused (500), as before.
+func TestSendfileSiblingChecked(t *testing.T) {
+	t.Parallel()
+	private := writeTree(t, map[string]string{"doc.txt": "the document\n"})
+	outside := writeTree(t, map[string]string{"secret": "outside every allowed directory\n"})
+	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(private, "doc.txt.gz")); err != nil {
+		t.Fatal(err)
+	}
+	root := writeTree(t, map[string]string{"send.php": "<?php header('Content-Type: text/plain'); header('X-Sendfile: ' . $_GET['file']);"})
+	s := startServer(t, classicConfig(root, "  sendfile_dirs: ["+private+"]\n"))
+	r := do(t, "GET", s.URL+"/send.php?file="+filepath.Join(private, "doc.txt"), nil, "Accept-Encoding", "gzip")
+	if r.Status != 200 || string(r.Body) != "the document\n" || r.Header.Get("Content-Encoding") != "" {
+		t.Errorf("X-Sendfile doc.txt, gzip accepted: %d %q %v", r.Status, r.Body, r.Header)
+	}
+	r = do(t, "GET", s.URL+"/send.php?file="+filepath.Join(private, "doc.txt.gz"), nil, "Accept-Encoding", "gzip")
+	if r.Status != 500 || strings.Contains(string(r.Body), "outside") {
+		t.Errorf("X-Sendfile doc.txt.gz: %d %q, want 500", r.Status, r.Body)
+	}
+}

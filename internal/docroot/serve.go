@@ -59,12 +59,16 @@ func (r *Root) Serve(w http.ResponseWriter, req *http.Request, t Target) {
 // set go out with the file. A file that does not exist, or is not a regular file, answers 404;
 // one that cannot be read, 403. A nil Root (a server without a document root sending a file from
 // http.sendfile_dirs) sends the file itself, without looking for precompressed siblings.
-func (r *Root) ServeFile(w http.ResponseWriter, req *http.Request, file string) {
+//
+// allowSibling, when not nil, must approve a precompressed sibling's path (file + ".gz") before
+// it is sent in place of file: X-Sendfile puts it through the same directory and link check
+// as the file itself, so a sibling that links out of the allowed directories is never sent.
+func (r *Root) ServeFile(w http.ResponseWriter, req *http.Request, file string, allowSibling func(path string) bool) {
 	ctype := w.Header().Get("Content-Type")
 	if ctype == "" {
 		ctype = contentType(file)
 	}
-	r.sendFile(w, req, file, ctype)
+	r.sendFile(w, req, file, ctype, allowSibling)
 }
 
 func (r *Root) serveFile(w http.ResponseWriter, req *http.Request, t Target) {
@@ -73,11 +77,12 @@ func (r *Root) serveFile(w http.ResponseWriter, req *http.Request, t Target) {
 		http.Error(w, "405 method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	r.sendFile(w, req, t.File, contentType(t.File))
+	r.sendFile(w, req, t.File, contentType(t.File), nil)
 }
 
-// sendFile sends file, or a precompressed sibling, as of type ctype.
-func (r *Root) sendFile(w http.ResponseWriter, req *http.Request, file, ctype string) {
+// sendFile sends file, or a precompressed sibling that allowSibling (nil: any) approves, as of
+// type ctype.
+func (r *Root) sendFile(w http.ResponseWriter, req *http.Request, file, ctype string, allowSibling func(string) bool) {
 	h := w.Header()
 	var f *os.File
 	if r != nil && len(r.encodings) > 0 && compress.Compressible(ctype) {
@@ -85,7 +90,7 @@ func (r *Root) sendFile(w http.ResponseWriter, req *http.Request, file, ctype st
 		n := 0
 		bits := r.siblingsOf(file)
 		for i, coding := range r.encodings {
-			if bits&(1<<i) != 0 && n < len(have) {
+			if bits&(1<<i) != 0 && n < len(have) && (allowSibling == nil || allowSibling(file+siblingExt[coding])) {
 				have[n] = coding
 				n++
 			}

@@ -229,7 +229,7 @@ func TestServeFile(t *testing.T) {
 	w := httptest.NewRecorder()
 	w.Header().Set("Content-Type", "application/pdf")
 	w.Header().Set("Content-Disposition", "attachment")
-	r.ServeFile(w, req, filepath.Join(dir, "noidx", "x.txt"))
+	r.ServeFile(w, req, filepath.Join(dir, "noidx", "x.txt"), nil)
 	h := w.Result().Header
 	if w.Code != 200 || w.Body.String() != "x" || h.Get("Content-Type") != "application/pdf" ||
 		h.Get("Content-Disposition") != "attachment" || h.Get("ETag") == "" {
@@ -238,15 +238,52 @@ func TestServeFile(t *testing.T) {
 	req = httptest.NewRequest("GET", "/download", nil)
 	req.Header.Set("Range", "bytes=0-0")
 	w = httptest.NewRecorder()
-	r.ServeFile(w, req, filepath.Join(dir, "style.css"))
+	r.ServeFile(w, req, filepath.Join(dir, "style.css"), nil)
 	if w.Code != 206 || w.Body.String() != "b" || w.Result().Header.Get("Content-Type") != "text/css" {
 		t.Errorf("ServeFile with a range: %d %q", w.Code, w.Body.String())
 	}
 	for _, file := range []string{filepath.Join(dir, "none"), filepath.Join(dir, "sub")} {
 		w = httptest.NewRecorder()
-		r.ServeFile(w, httptest.NewRequest("GET", "/", nil), file)
+		r.ServeFile(w, httptest.NewRequest("GET", "/", nil), file, nil)
 		if w.Code != 404 {
 			t.Errorf("ServeFile(%q): %d, want 404", file, w.Code)
 		}
+	}
+}
+
+// TestServeFileSiblingMustBeAllowed: a precompressed sibling the caller's check refuses (an
+// X-Sendfile sibling linking out of the allowed directories) is never sent in place of the file,
+// and then the answer does not vary by Accept-Encoding either.
+func TestServeFileSiblingMustBeAllowed(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir()
+	doc := filepath.Join(dir, "doc.txt")
+	if err := os.WriteFile(doc, []byte("the allowed file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("secret outside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "secret"), doc+".gz"); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := New(dir, Options{Encodings: []string{"gzip"}})
+	send := func(allow func(string) bool) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("GET", "/download", nil)
+		req.Header.Set("Accept-Encoding", "gzip")
+		w := httptest.NewRecorder()
+		r.ServeFile(w, req, doc, allow)
+		return w
+	}
+	var asked []string
+	w := send(func(p string) bool { asked = append(asked, p); return false })
+	if w.Body.String() != "the allowed file" || w.Header().Get("Content-Encoding") != "" || w.Header().Get("Vary") != "" {
+		t.Errorf("refused sibling: %q %v", w.Body.String(), w.Header())
+	}
+	if len(asked) != 1 || asked[0] != doc+".gz" {
+		t.Errorf("the check was asked about %q, want the sibling", asked)
+	}
+	if w := send(func(string) bool { return true }); w.Body.String() != "secret outside" || w.Header().Get("Content-Encoding") != "gzip" {
+		t.Errorf("allowed sibling: %q %v", w.Body.String(), w.Header())
 	}
 }

@@ -319,7 +319,8 @@ func sendfileHeader(fields []protocol.Field) protocol.Field {
 // (docroot.ServeFile), whatever the request's method, with the status the file gives (200, 206,
 // 304, 404 ...) rather than PHP's, and PHP's other headers (Content-Type, Content-Disposition,
 // Cache-Control, Set-Cookie) kept. Only files under http.root or http.sendfile_dirs are sent: a
-// file elsewhere is the application's mistake, logged and answered with 500.
+// file elsewhere is the application's mistake, logged and answered with 500. An X-Sendfile
+// file's precompressed sibling must pass the file's own check.
 func (a *answer) sendFile() {
 	root := a.h.opts.Root // nil: no root, and ServeFile looks for no precompressed sibling
 	rootDir := ""
@@ -332,6 +333,15 @@ func (a *answer) sendFile() {
 		httpError(a.w, http.StatusInternalServerError, "the PHP application named a file the server may not send ("+a.sendfile.Name+"); see the server log")
 		return
 	}
+	var allowSibling func(string) bool
+	if a.sendfile.Name == "X-Sendfile" {
+		// A precompressed sibling (doc.txt.gz) is sent in place of the file only if it passes
+		// the same check: it may be a link out of the allowed directories.
+		allowSibling = func(p string) bool {
+			_, err := sendfilePath(rootDir, a.h.opts.SendfileDirs, protocol.Field{Name: "X-Sendfile", Value: p})
+			return err == nil
+		}
+	}
 	hdr := a.w.Header()
 	for _, f := range a.headers {
 		key := http.CanonicalHeaderKey(f.Name)
@@ -341,7 +351,13 @@ func (a *answer) sendFile() {
 		}
 		hdr[key] = append(hdr[key], f.Value)
 	}
-	root.ServeFile(a.w, a.r, file)
+	root.ServeFile(a.w, a.r, file, allowSibling)
+}
+
+// accelPath returns the decoded path of an X-Accel-Redirect URI, its query string dropped.
+func accelPath(v string) (string, error) {
+	uri, _, _ := strings.Cut(v, "?")
+	return url.PathUnescape(uri)
 }
 
 // isAccelHeader reports whether the canonical header name key is one of nginx's X-Accel-*
@@ -365,8 +381,7 @@ var errSendfileDenied = errors.New("not allowed")
 //     to be under one as written: it answers 404).
 func sendfilePath(root string, dirs []string, h protocol.Field) (string, error) {
 	if h.Name == "X-Accel-Redirect" {
-		uri, _, _ := strings.Cut(h.Value, "?")
-		p, err := url.PathUnescape(uri)
+		p, err := accelPath(h.Value)
 		switch {
 		case root == "":
 			return "", fmt.Errorf("%w: X-Accel-Redirect names a URI under http.root, which is not set (X-Sendfile takes a path under http.sendfile_dirs)", errSendfileDenied)

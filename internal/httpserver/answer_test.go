@@ -58,7 +58,7 @@ func sendfileRoot(t *testing.T) (root *docroot.Root, dir, outside string) {
 	base := t.TempDir()
 	dir = filepath.Join(base, "public")
 	outside = filepath.Join(base, "private")
-	for _, d := range []string{filepath.Join(dir, ".downloads"), outside} {
+	for _, d := range []string{filepath.Join(dir, ".downloads"), filepath.Join(dir, "files"), outside} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -66,6 +66,9 @@ func sendfileRoot(t *testing.T) (root *docroot.Root, dir, outside string) {
 	files := map[string]string{
 		filepath.Join(dir, ".downloads", "report.pdf"): "0123456789",
 		filepath.Join(outside, "secret.txt"):           "secret",
+		filepath.Join(dir, "files", "report.pdf"):      "0123456789",
+		filepath.Join(dir, "secret.php"):               "<?php // PHP source",
+		filepath.Join(dir, ".env"):                     "DB_PASSWORD=secret",
 	}
 	for name, content := range files {
 		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
@@ -237,11 +240,11 @@ func TestSendfileAnswers(t *testing.T) {
 		t.Fatalf("HEAD: %d %q %v", rec.Code, rec.Body, rec.Header())
 	}
 	// The status is the file's, as nginx answers an X-Accel-Redirect.
-	accel := responsePayload(t, 404, "", "x-accel-redirect", "/.downloads/report.pdf")
+	accel := responsePayload(t, 404, "", "x-accel-redirect", "/files/report.pdf")
 	if rec := serve(root, "GET", accel); rec.Code != 200 || rec.Body.String() != "0123456789" || rec.Header().Get("Content-Type") != "application/pdf" {
 		t.Fatalf("X-Accel-Redirect: %d %q %v", rec.Code, rec.Body, rec.Header())
 	}
-	missing := responsePayload(t, 200, "", "X-Accel-Redirect", "/.downloads/none.pdf")
+	missing := responsePayload(t, 200, "", "X-Accel-Redirect", "/files/none.pdf")
 	if rec := serve(root, "GET", missing); rec.Code != 404 {
 		t.Fatalf("missing file: %d %q", rec.Code, rec.Body)
 	}
@@ -274,6 +277,46 @@ func TestSendfileAnswers(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/download", nil))
 	if rec.Code != 200 || rec.Body.String() != "0123456789" {
 		t.Fatalf("flushed: %d %q", rec.Code, rec.Body)
+	}
+}
+
+// TestSendfileSiblingIsChecked (issue 15 item 9): the precompressed sibling of an X-Sendfile
+// file passes the file's own check: a doc.txt.gz linking out of the allowed directories is
+// not sent for Accept-Encoding: gzip, the file itself is; an allowed sibling still is.
+func TestSendfileSiblingIsChecked(t *testing.T) {
+	_, dir, outside := sendfileRoot(t)
+	root, err := docroot.New(dir, docroot.Options{Encodings: []string{"gzip"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, content string) string {
+		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return name
+	}
+	doc := write(filepath.Join(dir, "files", "doc.txt"), "the document")
+	if err := os.Symlink(filepath.Join(outside, "secret.txt"), doc+".gz"); err != nil {
+		t.Fatal(err)
+	}
+	ok := write(filepath.Join(dir, "files", "ok.txt"), "plain")
+	write(ok+".gz", "gzipped")
+	send := func(file string) *httptest.ResponseRecorder {
+		h := NewHandler(frameRunner{{protocol.TypeResponse, 0, responsePayload(t, 200, "", "X-Sendfile", file)}}, Options{Root: root})
+		req := httptest.NewRequest("GET", "/download", nil)
+		req.Header.Set("Accept-Encoding", "gzip")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := send(doc); rec.Code != 200 || rec.Body.String() != "the document" || rec.Header().Get("Content-Encoding") != "" {
+		t.Errorf("doc.txt with a sibling linking outside: %d %q %v", rec.Code, rec.Body, rec.Header())
+	}
+	if rec := send(doc + ".gz"); rec.Code != 500 || strings.Contains(rec.Body.String(), "secret") {
+		t.Errorf("the link named directly: %d %q", rec.Code, rec.Body)
+	}
+	if rec := send(ok); rec.Body.String() != "gzipped" || rec.Header().Get("Content-Encoding") != "gzip" {
+		t.Errorf("an allowed sibling: %d %q %v", rec.Code, rec.Body, rec.Header())
 	}
 }
 
