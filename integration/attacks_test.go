@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // writeTree writes files (path under the directory: content) into a new temporary directory
@@ -55,6 +56,49 @@ func TestCompressionMergesVary(t *testing.T) {
 			t.Errorf("%s: Vary lines %q, want one: \"Cookie, Accept-Encoding\"", path, vary)
 		}
 	}
+}
+
+// TestAccelRedirectFollowsTheRoot (item 8) has a classic-mode script name files with
+// X-Accel-Redirect under classic mode and under nginx + PHP-FPM: a dotfile, plain or
+// percent-encoded, answers 403 under both, and a plain file is sent by both. A PHP script named
+// so runs under nginx (its internal redirect meets the PHP location); Peregrine does not run a
+// second script inside an answer and answers 404, as for PHP source, but never sends the source.
+func TestAccelRedirectFollowsTheRoot(t *testing.T) {
+	t.Parallel()
+	requireNginxFPM(t)
+	root := writeTree(t, map[string]string{
+		"accel.php":  "<?php header('X-Accel-Redirect: ' . $_GET['to']); echo 'PHP body';",
+		"secret.php": "<?php echo 'secret ran'; // SOURCE OF secret.php",
+		".env":       "DB_PASSWORD=dotenv-secret\n",
+		"public.txt": "public file\n",
+	})
+	s := startServer(t, classicConfig(root, ""))
+	fpm := startNginxFPM(t, root)
+	for _, tt := range []struct {
+		to     string
+		status int
+		body   string // "" for any body without the secrets
+	}{
+		{"/public.txt", 200, "public file\n"},
+		{"/.env", 403, ""},
+		{"/%252eenv", 403, ""}, // the query decodes to /%2eenv
+		{"/%252Eenv?x=1", 403, ""},
+	} {
+		ref, got := get(t, fpm+"/accel.php?to="+tt.to), get(t, s.URL+"/accel.php?to="+tt.to)
+		for who, r := range map[string]response{"nginx + PHP-FPM": ref, "classic mode": got} {
+			if r.Status != tt.status || strings.Contains(string(r.Body), "secret") || tt.body != "" && string(r.Body) != tt.body {
+				t.Errorf("X-Accel-Redirect: %s: %s answered %d %q, want %d", tt.to, who, r.Status, r.Body, tt.status)
+			}
+		}
+	}
+	ref, got := get(t, fpm+"/accel.php?to=/secret.php"), get(t, s.URL+"/accel.php?to=/secret.php")
+	if ref.Status != 200 || string(ref.Body) != "secret ran" {
+		t.Errorf("nginx + PHP-FPM ran /secret.php? %d %q", ref.Status, ref.Body)
+	}
+	if got.Status != 404 || strings.Contains(string(got.Body), "SOURCE") || strings.Contains(string(got.Body), "secret") {
+		t.Errorf("X-Accel-Redirect: /secret.php: classic mode answered %d %q, want 404 and never the source", got.Status, got.Body)
+	}
+	s.log.waitFor(t, `X-Accel-Redirect names a path the document root refuses.*secret\.php`, 10*time.Second)
 }
 
 // TestSendfileSiblingChecked (item 9): doc.txt in http.sendfile_dirs has a doc.txt.gz beside

@@ -388,9 +388,14 @@ func TestSendfile(t *testing.T) {
 	if r.Status != 304 || len(r.Body) != 0 {
 		t.Fatalf("If-None-Match: %d %q", r.Status, r.Body)
 	}
-	r = do(t, http.MethodGet, accel("/.private/report.csv"), nil, "Accept-Encoding", "identity")
+	writeFiles(t, map[string]string{filepath.Join(root, "exports", "report.csv"): "a,b\n1,2\n"})
+	r = do(t, http.MethodGet, accel("/exports/report.csv"), nil, "Accept-Encoding", "identity")
 	if r.Status != 200 || string(r.Body) != "a,b\n1,2\n" || r.Header.Get("Content-Type") != "text/csv" || r.Header.Get("X-Accel-Redirect") != "" {
 		t.Fatalf("X-Accel-Redirect: %d %q %v", r.Status, r.Body, r.Header)
+	}
+	// A dot path is the root's to refuse, as nginx's deny meets its internal redirect (issue 15).
+	if r := get(t, accel("/.private/report.csv")); r.Status != 403 || strings.Contains(string(r.Body), "a,b") {
+		t.Fatalf("X-Accel-Redirect to a dot path: %d %q", r.Status, r.Body)
 	}
 
 	for _, u := range []string{sendfile("/etc/passwd"), sendfile(filepath.Join(outside, "secret.txt")), sendfile(filepath.Join(root, "leak.txt")),

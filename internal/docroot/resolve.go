@@ -156,6 +156,25 @@ func (r *Root) ResolveWorker(urlPath string) Target {
 	return Target{Kind: Worker, URI: uri}
 }
 
+// ResolveFile routes urlPath, the decoded path PHP named with X-Accel-Redirect, as nginx routes
+// that internal redirect through the locations Resolve describes, for a file only: a NUL byte or
+// a ".." above the root is BadRequest; a dot segment (other than .well-known/...) is Forbidden,
+// as nginx's deny answers 403; a path that would run PHP (a segment ending in ".php") or names
+// PHP source is NotFound, since Peregrine sends neither a script's source nor runs a second
+// script inside an answer (nginx would run it; docs/compatibility.md); anything else is Static,
+// File its path under the root, whether or not it exists (ServeFile answers 404 for a file
+// that does not).
+func (r *Root) ResolveFile(urlPath string) Target {
+	uri, t, ok := r.check(urlPath)
+	if !ok {
+		return t
+	}
+	if phpSplit(uri) > 0 || phpSource(uri) {
+		return Target{Kind: NotFound, URI: uri}
+	}
+	return Target{Kind: Static, File: r.file(uri), URI: uri}
+}
+
 // check normalizes urlPath and refuses what no mode routes. ok is false with the target to
 // answer when the path is bad or has a dot segment.
 func (r *Root) check(urlPath string) (uri string, t Target, ok bool) {

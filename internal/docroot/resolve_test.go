@@ -328,3 +328,39 @@ func TestResolveNginx(t *testing.T) {
 		t.Errorf("%d answers read, want 3000", rows)
 	}
 }
+
+// TestResolveFile: X-Accel-Redirect's paths follow the root's rules as nginx's internal
+// redirect does: dot segments 403, scripts and PHP source never sent, ".." above the root 400.
+func TestResolveFile(t *testing.T) {
+	dir := tree(t)
+	r, _ := New(dir, Options{})
+	tests := []struct {
+		path string
+		kind Kind
+	}{
+		{"/style.css", Static},
+		{"/none.txt", Static}, // ServeFile answers 404
+		{"/noidx/../style.css", Static},
+		{"/.well-known/x.txt", Static},
+		{"/.env", Forbidden},
+		{"/.git/config", Forbidden},
+		{"/sub/../.env", Forbidden},
+		{"/a.php", NotFound},
+		{"/A.PHP", NotFound},
+		{"/a.php/extra", NotFound},
+		{"/dir.php/s.txt", NotFound},
+		{"/x.phtml", NotFound},
+		{"/x.php.bak", Static},
+		{"/../etc/passwd", BadRequest},
+		{"/a\x00", BadRequest},
+	}
+	for _, tt := range tests {
+		got := r.ResolveFile(tt.path)
+		if got.Kind != tt.kind {
+			t.Errorf("ResolveFile(%q) = %v, want %v", tt.path, got.Kind, tt.kind)
+		}
+		if tt.kind == Static && got.File != filepath.Join(dir, filepath.Clean(tt.path)) {
+			t.Errorf("ResolveFile(%q).File = %q", tt.path, got.File)
+		}
+	}
+}

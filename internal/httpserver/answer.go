@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/peregrinephp/peregrine/internal/docroot"
 	"github.com/peregrinephp/peregrine/internal/protocol"
 	"github.com/peregrinephp/peregrine/internal/worker"
 )
@@ -319,8 +320,10 @@ func sendfileHeader(fields []protocol.Field) protocol.Field {
 // (docroot.ServeFile), whatever the request's method, with the status the file gives (200, 206,
 // 304, 404 ...) rather than PHP's, and PHP's other headers (Content-Type, Content-Disposition,
 // Cache-Control, Set-Cookie) kept. Only files under http.root or http.sendfile_dirs are sent: a
-// file elsewhere is the application's mistake, logged and answered with 500. An X-Sendfile
-// file's precompressed sibling must pass the file's own check.
+// file elsewhere is the application's mistake, logged and answered with 500. An X-Accel-Redirect
+// path meets the document root's rules (docroot.Root.ResolveFile): a dot segment answers 403,
+// a script or PHP source 404, as static requests do. An X-Sendfile file's precompressed sibling
+// must pass the file's own check.
 func (a *answer) sendFile() {
 	root := a.h.opts.Root // nil: no root, and ServeFile looks for no precompressed sibling
 	rootDir := ""
@@ -334,7 +337,15 @@ func (a *answer) sendFile() {
 		return
 	}
 	var allowSibling func(string) bool
-	if a.sendfile.Name == "X-Sendfile" {
+	if a.sendfile.Name == "X-Accel-Redirect" {
+		// The document root's rules, as nginx's internal redirect meets its locations.
+		uri, _ := accelPath(a.sendfile.Value) // valid: sendfilePath took it
+		if t := root.ResolveFile(uri); t.Kind != docroot.Static {
+			a.h.log.Warn("X-Accel-Redirect names a path the document root refuses", "uri", a.sendfile.Value, "answer", t.Kind.String(), "path", a.r.URL.Path)
+			root.Serve(a.w, a.r, t)
+			return
+		}
+	} else {
 		// A precompressed sibling (doc.txt.gz) is sent in place of the file only if it passes
 		// the same check: it may be a link out of the allowed directories.
 		allowSibling = func(p string) bool {

@@ -280,6 +280,41 @@ func TestSendfileAnswers(t *testing.T) {
 	}
 }
 
+// TestAccelRedirectFollowsTheRootsRules (issue 15 item 8): an X-Accel-Redirect path meets the
+// document root's rules, as nginx's internal redirect meets its locations: a dot segment,
+// percent-encoded or not, answers 403 and PHP source 404, never the file; other files are sent.
+func TestAccelRedirectFollowsTheRootsRules(t *testing.T) {
+	root, _, _ := sendfileRoot(t)
+	tests := []struct {
+		uri    string
+		status int
+	}{
+		{"/files/report.pdf", 200},
+		{"/files/report%2Epdf?x=1", 200},
+		{"/.env", 403},
+		{"/%2eenv", 403},
+		{"/%2Eenv", 403},
+		{"/files//./.env", 403},
+		{"/.downloads/report.pdf", 403},
+		{"/secret.php", 404},
+		{"/SECRET.PHP", 404},
+		{"/secret.php/x", 404},
+		{"/secret%2ephp", 404},
+	}
+	for _, tt := range tests {
+		h := NewHandler(frameRunner{{protocol.TypeResponse, 0, responsePayload(t, 200, "", "X-Accel-Redirect", tt.uri, "X-Custom", "php")}}, Options{Root: root})
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/download", nil))
+		body := rec.Body.String()
+		if rec.Code != tt.status || strings.Contains(body, "secret") || strings.Contains(body, "<?php") {
+			t.Errorf("X-Accel-Redirect: %s: %d %q, want %d", tt.uri, rec.Code, body, tt.status)
+		}
+		if tt.status == 200 && body != "0123456789" {
+			t.Errorf("X-Accel-Redirect: %s: body %q", tt.uri, body)
+		}
+	}
+}
+
 // TestSendfileSiblingIsChecked (issue 15 item 9): the precompressed sibling of an X-Sendfile
 // file passes the file's own check: a doc.txt.gz linking out of the allowed directories is
 // not sent for Accept-Encoding: gzip, the file itself is; an allowed sibling still is.
