@@ -352,3 +352,67 @@ func contains(list []uint32, id uint32) bool {
 	}
 	return false
 }
+
+// TestAsyncValgrind runs batches of concurrent requests through every hooked path (sleeps,
+// streamed answers, tcp and unix sockets, http, MySQL, async(), a cancelled request) under
+// memcheck, with PHP's allocator off, then stops the worker: no memcheck error.
+func TestAsyncValgrind(t *testing.T) {
+	memoryTests(t)
+	valgrind := memcheck(t, mode{"worker", true})[:5]
+	const rounds, n = 4, 3
+	tcp := barrierServer(t, "tcp", "127.0.0.1:0", n)
+	sock := filepath.Join(t.TempDir(), "s")
+	barrierServer(t, "unix", sock, n)
+	argv := append(valgrind, runtime, filepath.Join("testdata", "async.php"))
+	p := startEnv(t, []string{"USE_ZEND_ALLOC=0", "PEREGRINE_CONCURRENCY=32"}, argv...)
+	if f := p.readFrame(t); f.Type != typeReady {
+		t.Fatalf("first frame type %d, want READY", f.Type)
+	}
+	_, mysql := net.Dial("tcp", "127.0.0.1:3306")
+	id := uint32(0)
+	for range rounds {
+		var buf []byte
+		add := func(uri string) {
+			id++
+			buf = append(buf, encodeRequest(id, request{URI: fmt.Sprintf(uri, id)})...)
+		}
+		for range n {
+			add("/sleep?id=%d&us=3000&ns=1000")
+			add("/stream?id=%d&n=3&us=1000")
+			add("/tcp?id=%d&port=" + fmt.Sprint(tcp.Addr().(*net.TCPAddr).Port))
+			add("/unix?id=%d&path=" + sock)
+			add("/async?id=%d")
+			if mysql == nil {
+				add("/pdo?id=%d&sleep=0.01")
+			}
+		}
+		add("/hang?id=%d")
+		if err := <-p.write(buf); err != nil {
+			t.Fatal(err)
+		}
+		collect(t, p, countRequests(buf)-1) // all but the one that hangs
+		if err := <-p.write(appendFrame(nil, typeCancel, id, nil)); err != nil {
+			t.Fatal(err)
+		}
+		if answers, _ := collect(t, p, 1); answers[id] == nil {
+			t.Fatalf("no DONE for the cancelled request %d", id)
+		}
+	}
+	<-p.write(appendFrame(nil, typeStop, 0, nil))
+	if code := p.waitExit(t); code != 0 {
+		t.Errorf("under valgrind: exit status %d, want 0 (99: memcheck found errors):\n%s", code, p.log)
+	}
+	t.Logf("%d requests under %s", id, argv[0])
+}
+
+// countRequests counts the REQUEST frames in buf.
+func countRequests(buf []byte) int {
+	n := 0
+	for len(buf) >= 12 {
+		if buf[1] == typeRequest {
+			n++
+		}
+		buf = buf[12+binary.LittleEndian.Uint32(buf[8:12]):]
+	}
+	return n
+}
