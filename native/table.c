@@ -24,6 +24,7 @@
 static struct {
 	char *base;
 	size_t size;
+	zend_string **names; /* each table's column names, PGT_MAX_COLUMNS a table, hashed once */
 } seg;
 
 static zend_class_entry *table_ce, *table_exception_ce;
@@ -168,12 +169,15 @@ static void column_zval(const char *r, const struct pgt_column *c, zval *zv)
 
 static void row_zval(const tbl *t, const char *r, zval *zv)
 {
+	size_t ti = (size_t)((const char *)t->d - (seg.base + sizeof(struct pgt_header))) / sizeof(struct pgt_desc);
+	zend_string **names = seg.names + ti * PGT_MAX_COLUMNS;
+
 	array_init_size(zv, t->d->ncols);
+	zend_hash_real_init_mixed(Z_ARRVAL_P(zv));
 	for (uint32_t i = 0; i < t->d->ncols; i++) {
-		const struct pgt_column *c = &t->d->cols[i];
 		zval v;
-		column_zval(r, c, &v);
-		zend_hash_str_add_new(Z_ARRVAL_P(zv), c->name, strnlen(c->name, sizeof c->name), &v);
+		column_zval(r, &t->d->cols[i], &v);
+		zend_hash_add_new(Z_ARRVAL_P(zv), names[i], &v);
 	}
 }
 
@@ -576,6 +580,16 @@ static bool map_segment(void)
 		munmap(p, (size_t)sb.st_size);
 		table_error("%s is not a shared tables segment of this version", path);
 		return false;
+	}
+	/* Persistent and never freed: they live as long as the mapping, the process's life. */
+	seg.names = pecalloc((size_t)h->ntables * PGT_MAX_COLUMNS, sizeof(zend_string *), 1);
+	for (uint32_t i = 0; i < h->ntables; i++) {
+		const struct pgt_desc *d = (const struct pgt_desc *)((char *)p + sizeof *h + (size_t)i * sizeof *d);
+		for (uint32_t c = 0; c < d->ncols && c < PGT_MAX_COLUMNS; c++) {
+			zend_string *name = zend_string_init(d->cols[c].name, strnlen(d->cols[c].name, sizeof d->cols[c].name), 1);
+			zend_string_hash_val(name);
+			seg.names[i * PGT_MAX_COLUMNS + c] = name;
+		}
 	}
 	seg.base = p;
 	seg.size = (size_t)sb.st_size;
