@@ -34,6 +34,40 @@ func classicConfig(root string, extraHTTP string) string {
 	return "http:\n  root: " + root + "\n" + extraHTTP + "workers:\n  runtime: native\n  count: 1\n"
 }
 
+// TestDocumentURIAsNginx (item 13) runs one script that prints its path parameters under
+// classic mode and under nginx + PHP-FPM configured as Debian's snippets/fastcgi-php.conf, for
+// a script with PATH_INFO and without, a directory index and the front controller: every
+// parameter agrees. There DOCUMENT_URI is the script's name (/dump.php for
+// /dump.php/extra/path), since the snippet's try_files sets $uri to the script it found; the
+// issue's /dump.php/extra/path is what a location without that try_files gives.
+func TestDocumentURIAsNginx(t *testing.T) {
+	t.Parallel()
+	requireNginxFPM(t)
+	dump := `<?php
+header('Content-Type: text/plain');
+foreach (['DOCUMENT_URI', 'SCRIPT_NAME', 'PATH_INFO', 'PHP_SELF', 'REQUEST_URI'] as $k) {
+    echo "$k=" . var_export($_SERVER[$k] ?? '(unset)', true) . "\n";
+}
+`
+	root := writeTree(t, map[string]string{"dump.php": dump, "index.php": dump, "sub/index.php": dump})
+	s := startServer(t, classicConfig(root, ""))
+	fpm := startNginxFPM(t, root)
+	for _, path := range []string{
+		"/dump.php/extra/path", "/dump.php", "/dump.php/extra/path?q=1", "/dump.php/", "//dump.php//a/./b",
+		"/dump.php/a%20b", "/sub/", "/sub/index.php/x", "/no/such/page?x=1", "/index.php/front/path",
+	} {
+		ref, got := get(t, fpm+path), get(t, s.URL+path)
+		if ref.Status != got.Status || string(ref.Body) != string(got.Body) {
+			t.Errorf("%s:\n  nginx + PHP-FPM: %d %q\n  classic mode:    %d %q", path, ref.Status, ref.Body, got.Status, got.Body)
+		}
+	}
+	// Debian's snippet (try_files $fastcgi_script_name =404) resets $uri to the script: nginx's
+	// $document_uri is the script's name, not the whole path (docs/compatibility.md).
+	if r := get(t, s.URL+"/dump.php/extra/path"); !strings.Contains(string(r.Body), "DOCUMENT_URI='/dump.php'\n") {
+		t.Errorf("DOCUMENT_URI for /dump.php/extra/path: %q", r.Body)
+	}
+}
+
 // TestCompressionMergesVary (item 15): an answer from PHP with Vary: Cookie that the server
 // compresses carries one Vary line, "Cookie, Accept-Encoding", in worker mode and in classic
 // mode, and a file sent by X-Sendfile with a precompressed sibling merges it the same way.
