@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -57,5 +58,167 @@ func TestConcurrencyRefusedWhereItCannotRun(t *testing.T) {
 		if code := s.wait(t, 30*time.Second); code != 1 || !strings.Contains(s.log.String(), "workers.concurrency") {
 			t.Errorf("%s with concurrency 4: exit %d, log:\n%s", name, code, s.log.String())
 		}
+	}
+}
+
+// startConcurrent serves testdata/workers/concurrent.php on the native runtime with the given
+// count and concurrency, and an admin listener whose address it returns.
+func startConcurrent(t *testing.T, count, concurrency int, extra string) (*server, string) {
+	t.Helper()
+	addr := freeAddr(t)
+	s := startServer(t, fmt.Sprintf("workers:\n  runtime: native\n  command: php %s\n  count: %d\n  concurrency: %d\n%sadmin:\n  address: %s\n",
+		fixture(t, "concurrent.php"), count, concurrency, extra, addr))
+	return s, "http://" + addr
+}
+
+// workersInFlight reads the admin listener's GET /workers.
+func workersInFlight(t *testing.T, admin string) (pids []int, inFlight int) {
+	t.Helper()
+	var ws []struct {
+		PID      int `json:"pid"`
+		InFlight int `json:"in_flight"`
+	}
+	if err := json.Unmarshal(get(t, admin+"/workers").Body, &ws); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		pids = append(pids, w.PID)
+		inFlight += w.InFlight
+	}
+	return pids, inFlight
+}
+
+// TestConcurrentUsleepInOneWorker: PHP's own usleep() suspends only its request: 64 requests
+// wait in one native worker until all 64 have arrived (a blocking usleep would let only the
+// first in, which would answer "timeout"); then 64 more are each answered with their own tag.
+func TestConcurrentUsleepInOneWorker(t *testing.T) {
+	t.Parallel()
+	s, admin := startConcurrent(t, 1, 64, "")
+	var wg sync.WaitGroup
+	errs := make(chan string, 128)
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := doErr(context.Background(), "GET", s.URL+"/barrier?n=64", nil)
+			if err != nil || r.Status != 200 || string(r.Body) != "met" {
+				errs <- fmt.Sprintf("barrier: %v %d %q", err, r.Status, r.Body)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tag := fmt.Sprintf("u%d", i)
+			r, err := doErr(context.Background(), "GET", s.URL+"/sleep?ms=3000&tag="+tag, nil)
+			if err != nil || r.Status != 200 || !strings.HasPrefix(string(r.Body), tag+" ") {
+				errs <- fmt.Sprintf("%s: %v %d %q", tag, err, r.Status, r.Body)
+			}
+		}()
+	}
+	eventually(t, 30*time.Second, "64 requests in flight on the one worker", func() bool {
+		_, n := workersInFlight(t, admin)
+		return n == 64
+	})
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+// TestConcurrentKill9FailsTheRequestsInFlight: kill -9 of a native worker with 50 requests in
+// flight: those get 502, and the next requests are served by its replacement.
+func TestConcurrentKill9FailsTheRequestsInFlight(t *testing.T) {
+	t.Parallel()
+	s, admin := startConcurrent(t, 1, 64, "")
+	results := make(chan int, 50)
+	for range 50 {
+		go func() {
+			r, err := doErr(context.Background(), "GET", s.URL+"/sleep?ms=60000", nil)
+			if err != nil {
+				results <- -1
+				return
+			}
+			results <- r.Status
+		}()
+	}
+	var pids []int
+	eventually(t, 30*time.Second, "50 requests in flight", func() bool {
+		var n int
+		pids, n = workersInFlight(t, admin)
+		return n == 50
+	})
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		if st := <-results; st != 502 {
+			t.Fatalf("a request in flight got %d, want 502", st)
+		}
+	}
+	if r := get(t, s.URL+"/sleep?ms=1&tag=after"); r.Status != 200 {
+		t.Fatalf("after the kill: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestConcurrentExecTimeoutCancelsOneFiber: a request past exec_timeout gets 504, its finally
+// block runs (the fiber is cancelled where it waits), and the worker and its other requests go on.
+func TestConcurrentExecTimeoutCancelsOneFiber(t *testing.T) {
+	t.Parallel()
+	s, admin := startConcurrent(t, 1, 16, "  exec_timeout: 1s\n")
+	before, _ := workersInFlight(t, admin)
+	slow := make(chan int, 1)
+	go func() { slow <- get(t, s.URL+"/finally?ms=60000").Status }()
+	for i := range 5 {
+		if r := get(t, s.URL+fmt.Sprintf("/sleep?ms=10&tag=%d", i)); r.Status != 200 {
+			t.Fatalf("beside the slow request: %d %s", r.Status, r.Body)
+		}
+	}
+	if st := <-slow; st != 504 {
+		t.Fatalf("the slow request: %d, want 504", st)
+	}
+	s.log.waitFor(t, "finally ran", 10*time.Second)
+	if after, _ := workersInFlight(t, admin); after[0] != before[0] {
+		t.Fatalf("the worker was replaced (%d -> %d); a cancelled fiber must not cost it", before[0], after[0])
+	}
+}
+
+// TestConcurrentResetUnderLoadFailsNone: SIGHUP while concurrent workers are busy drains and
+// replaces them without a failed request.
+func TestConcurrentResetUnderLoadFailsNone(t *testing.T) {
+	t.Parallel()
+	s, admin := startConcurrent(t, 2, 32, "")
+	before, _ := workersInFlight(t, admin)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed []string
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				r, err := doErr(context.Background(), "GET", s.URL+"/sleep?ms=20", nil)
+				if err != nil || r.Status != 200 {
+					mu.Lock()
+					failed = append(failed, fmt.Sprintf("%v %d %s", err, r.Status, r.Body))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // under load before the reset; not a timing assertion
+	s.signal(syscall.SIGHUP)
+	eventually(t, 60*time.Second, "both workers replaced", func() bool {
+		after, _ := workersInFlight(t, admin)
+		return len(after) == 2 && after[0] != before[0] && after[1] != before[1] && after[0] != 0 && after[1] != 0
+	})
+	cancel()
+	wg.Wait()
+	if len(failed) > 0 {
+		t.Fatalf("%d requests failed across the reset, first: %s", len(failed), failed[0])
 	}
 }
