@@ -17,13 +17,13 @@ type Param struct {
 //	PATH_INFO        /extra   (always given, empty without extra path, as Debian's snippet does)
 //	DOCUMENT_ROOT    /srv/www
 //	DOCUMENT_URI     /a.php   (nginx's $document_uri once try_files has run: the script)
+//	SERVER_NAME      example.com
+//	REDIRECT_STATUS  200
 //
 // DOCUMENT_URI is the script's name, not the whole path "/a.php/extra": Debian's snippet runs
 // try_files $fastcgi_script_name =404, which sets $uri to the script it found (checked against
 // nginx by integration TestDocumentURIAsNginx). A location without that try_files would pass
 // the whole path; PHP_SELF carries it under both.
-//	SERVER_NAME      example.com
-//	REDIRECT_STATUS  200
 //
 // What the runtimes derive from the frame's fields, as PHP-FPM and nginx do, is left out:
 // REQUEST_METHOD, REQUEST_URI, QUERY_STRING, SERVER_PROTOCOL, REQUEST_SCHEME, HTTPS (on over
