@@ -54,6 +54,11 @@ type HTTP struct {
 	// Must be positive. Default 10s.
 	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
 
+	// BodyTimeout is the most time between two successful reads of a request body (nginx's
+	// client_body_timeout), on HTTP/1.1 and HTTP/2: an HTTP/1.1 client that stalls longer gets
+	// 408 and its connection closes, an HTTP/2 stream is reset. Must be positive. Default 60s.
+	BodyTimeout Duration `yaml:"body_timeout"`
+
 	// IdleTimeout is how long a keep-alive connection may wait for its next request.
 	// Must be positive. Default 60s.
 	IdleTimeout Duration `yaml:"idle_timeout"`
@@ -331,6 +336,7 @@ func Default() Config {
 			Address:           "127.0.0.1:8080",
 			MaxBodySize:       8 * MiB,
 			ReadHeaderTimeout: Duration(10 * time.Second),
+			BodyTimeout:       Duration(60 * time.Second),
 			IdleTimeout:       Duration(60 * time.Second),
 			MaxHeaderCount:    100,
 			MaxHeaderLine:     8 * KiB,

@@ -45,6 +45,7 @@ func TestDefault(t *testing.T) {
 			Address:           "127.0.0.1:8080",
 			MaxBodySize:       8 << 20,
 			ReadHeaderTimeout: Duration(10 * time.Second),
+			BodyTimeout:       Duration(60 * time.Second),
 			IdleTimeout:       Duration(60 * time.Second),
 			WriteTimeout:      Duration(60 * time.Second),
 			MaxHeaderCount:    100,
@@ -105,6 +106,7 @@ func TestFull(t *testing.T) {
 			Address:           "0.0.0.0:9000",
 			MaxBodySize:       64 * MiB,
 			ReadHeaderTimeout: Duration(5 * time.Second),
+			BodyTimeout:       Duration(20 * time.Second),
 			IdleTimeout:       Duration(2 * time.Minute),
 			WriteTimeout:      Duration(30 * time.Second),
 			MaxHeaderCount:    50,
@@ -369,6 +371,7 @@ func TestEffectiveYAMLLayout(t *testing.T) {
   address: 127.0.0.1:8080
   max_body_size: 8MiB
   read_header_timeout: 10s
+  body_timeout: 1m
   idle_timeout: 1m
   max_header_count: 100
   max_header_line: 8KiB

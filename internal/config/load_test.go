@@ -93,6 +93,7 @@ func TestParseErrors(t *testing.T) {
 		{"tiny max_memory", "workers:\n  max_memory: 128\n", `peregrine.yaml:2: workers.max_memory: 128 is less than any PHP process uses, so every worker would be replaced after each request; did you mean 128MiB?`},
 		{"zero exec_timeout", "workers:\n  exec_timeout: 0s\n", `peregrine.yaml:2: workers.exec_timeout: must be positive, got 0s`},
 		{"negative read_header_timeout", "http:\n  read_header_timeout: -1s\n", `peregrine.yaml:2: http.read_header_timeout: must be positive, got -1s`},
+		{"zero body_timeout", "http:\n  body_timeout: 0s\n", `peregrine.yaml:2: http.body_timeout: must be positive, got 0s`},
 		{"zero idle_timeout", "http:\n  idle_timeout: 0\n", `peregrine.yaml:2: http.idle_timeout: must be positive, got 0s`},
 		{"zero allocate_timeout", "workers:\n  allocate_timeout: 0ms\n", `peregrine.yaml:2: workers.allocate_timeout: must be positive, got 0s`},
 		{"zero boot_timeout", "workers:\n  boot_timeout: 0s\n", `peregrine.yaml:2: workers.boot_timeout: must be positive, got 0s`},

@@ -36,6 +36,7 @@ func schema(c *Config) []section {
 			stringKey("address", &h.Address),
 			sizeKey("max_body_size", &h.MaxBodySize),
 			durationKey("read_header_timeout", &h.ReadHeaderTimeout),
+			durationKey("body_timeout", &h.BodyTimeout),
 			durationKey("idle_timeout", &h.IdleTimeout),
 			intKey("max_header_count", &h.MaxHeaderCount),
 			sizeKey("max_header_line", &h.MaxHeaderLine),

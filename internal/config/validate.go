@@ -59,6 +59,7 @@ func (c *Config) validate(requireCommand bool) []*Error {
 		add("http.max_body_size", "cannot be negative, got %d (0 means no limit)", h.MaxBodySize)
 	}
 	positive("http.read_header_timeout", h.ReadHeaderTimeout)
+	positive("http.body_timeout", h.BodyTimeout)
 	positive("http.idle_timeout", h.IdleTimeout)
 	for _, l := range []struct {
 		key string
