@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -122,6 +123,31 @@ func TestAsyncInterleavedSleeps(t *testing.T) {
 	p.in.Close()
 	if code := p.waitExit(t); code != 0 {
 		t.Fatalf("exit %d after end of input\n%s", code, p.log)
+	}
+}
+
+// TestAsyncPsr: servePsr() runs requests side by side too, each with its own PSR-7 messages.
+func TestAsyncPsr(t *testing.T) {
+	if _, err := os.Stat("/usr/share/php/Nyholm/Psr7/autoload.php"); err != nil {
+		t.Skip("php-nyholm-psr7 is not installed")
+	}
+	const n = 40
+	p := startAsync(t, n, "ASYNC_MODE=psr")
+	var buf []byte
+	for id := uint32(1); id <= n; id++ {
+		buf = append(buf, encodeRequest(id, request{URI: fmt.Sprintf("/?id=%d&us=%d", id, (n-id)*500)})...)
+	}
+	if err := <-p.write(buf); err != nil {
+		t.Fatal(err)
+	}
+	answers, order := collect(t, p, n)
+	for id := uint32(1); id <= n; id++ {
+		if a := answers[id]; a.status != 201 || a.body.String() != fmt.Sprintf("psr=%d", id) {
+			t.Errorf("request %d: %d %q", id, a.status, a.body.String())
+		}
+	}
+	if order[0] == 1 {
+		t.Errorf("the request sleeping longest was answered first: the handlers did not run side by side")
 	}
 }
 

@@ -29,6 +29,18 @@ if (getenv('ASYNC_MODE') === 'globals') {
     exit(0);
 }
 
+if (getenv('ASYNC_MODE') === 'psr') {
+    require_once '/usr/share/php/Nyholm/Psr7/autoload.php';
+    $factory = new Nyholm\Psr7\Factory\Psr17Factory();
+    $worker->servePsr(static function (Psr\Http\Message\ServerRequestInterface $r) use ($factory): Psr\Http\Message\ResponseInterface {
+        $q = $r->getQueryParams();
+        usleep((int) ($q['us'] ?? 0));
+
+        return $factory->createResponse(201)->withHeader('X-Id', (string) $q['id'])->withBody($factory->createStream('psr=' . $q['id']));
+    }, $factory);
+    exit(0);
+}
+
 $finallyRan = 0;
 $worker->serve(static function (Request $r) use (&$finallyRan): Response {
     $q = $r->queryParams;
