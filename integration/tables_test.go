@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -119,6 +120,32 @@ func writersKilled(t *testing.T, fork bool) {
 			}
 		}()
 	}
+	// Readers check every row against its checksum while the writers write and die: a reader
+	// never sees half a row.
+	var torn sync.Map
+	var checks atomic.Int64
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := doErr(t.Context(), "GET", s.URL+"/check", nil)
+				var c struct{ Bad int }
+				if err != nil || r.Status != 200 || json.Unmarshal(r.Body, &c) != nil { // its worker killed
+					continue
+				}
+				checks.Add(1)
+				if c.Bad != 0 {
+					torn.Store(string(r.Body), true)
+				}
+			}
+		}()
+	}
 	kills := 0
 	deadline := time.Now().Add(6 * time.Second)
 	for time.Now().Before(deadline) {
@@ -134,6 +161,13 @@ func writersKilled(t *testing.T, fork bool) {
 	if kills < 50 {
 		t.Fatalf("only %d kills", kills)
 	}
+	torn.Range(func(k, _ any) bool {
+		t.Errorf("a reader saw rows off their checksum during the writes: %s", k)
+		return true
+	})
+	if checks.Load() == 0 {
+		t.Error("no check completed during the writes")
+	}
 	// No deadlock: writes still go through, in bounded time.
 	eventually(t, 30*time.Second, "a write after the kills", func() bool {
 		r, err := doErr(t.Context(), "GET", s.URL+"/write?rows=200&loops=100", nil)
@@ -144,7 +178,7 @@ func writersKilled(t *testing.T, fork bool) {
 	if err := json.Unmarshal(r.Body, &c); err != nil {
 		t.Fatalf("/check: %d %s", r.Status, r.Body)
 	}
-	t.Logf("%d kills; %+v", kills, c)
+	t.Logf("%d kills, %d checks during the writes; %+v", kills, checks.Load(), c)
 	if c.Bad != 0 || c.Rows == 0 || c.Rows != c.Count || c.Indexed != c.Rows {
 		t.Errorf("after %d kills: %+v: want no bad row, as many rows as count() and the index says", kills, c)
 	}
