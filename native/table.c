@@ -809,7 +809,8 @@ static void add(INTERNAL_FUNCTION_PARAMETERS, int sign)
 			ZVAL_DOUBLE(return_value, v);
 		} else {
 			/* wraps at the column's width, as C's unsigned arithmetic */
-			int64_t v = (int64_t)((uint64_t)int_at(img, c) + (uint64_t)(sign * n));
+			uint64_t delta = sign > 0 ? (uint64_t)n : -(uint64_t)n; /* no signed overflow at ZEND_LONG_MIN */
+			int64_t v = (int64_t)((uint64_t)int_at(img, c) + delta);
 			int_put(img, c, v);
 			ZVAL_LONG(return_value, int_at(img, c));
 		}
