@@ -352,3 +352,13 @@ tables:
 		t.Errorf("the query list misses a kind of answer: %v", kinds)
 	}
 }
+
+// TestTablesCLIRuntime: under the cli runtime, Table::open says tables need the native runtime.
+func TestTablesCLIRuntime(t *testing.T) {
+	s := startServer(t, fmt.Sprintf("workers:\n  command: php %s\n  runtime: cli\n  count: 1\ntables:\n  define:\n    counters: { rows: 10, key: int, columns: { n: int64 } }\n",
+		fixture(t, "table.php")))
+	r := get(t, s.URL+"/open?table=counters")
+	if r.Status != 500 || !strings.Contains(string(r.Body), "table counters: shared tables need the native runtime (workers.runtime: native") {
+		t.Errorf("Table::open under the cli runtime: %d %s", r.Status, r.Body)
+	}
+}

@@ -79,6 +79,12 @@ Peregrine\Worker::create()->serve(function (Request $r): Response {
             } catch (Peregrine\TableException $e) {
                 return new Response(200, [], $e->getMessage());
             }
+        case '/open':
+            try {
+                return new Response(200, [], (string) Table::open($q['table'])->capacity());
+            } catch (Peregrine\TableException $e) {
+                return new Response(500, [], $e->getMessage());
+            }
         case '/pid':
             return new Response(200, [], (string) getmypid());
     }
