@@ -208,6 +208,11 @@ func TestTablesSurviveAndGo(t *testing.T) {
 	if got := string(get(t, s.URL+"/get?table=counters&key=5").Body); got != `{"n":77}` {
 		t.Errorf("after reset: %s", got)
 	}
+	s.signal(syscall.SIGHUP)
+	s.log.waitFor(t, `cause":"SIGHUP[\s\S]*all workers replaced`, 30*time.Second)
+	if got := string(get(t, s.URL+"/get?table=counters&key=5").Body); got != `{"n":77}` {
+		t.Errorf("after SIGHUP: %s", got)
+	}
 
 	if got := string(get(t, s.URL+"/fill").Body); got != "table small is full: all its 5 rows are used (raise tables.define.small.rows)" {
 		t.Errorf("/fill = %q", got)
