@@ -881,6 +881,8 @@ PHP_METHOD(Peregrine_Table, where)
 		n = 0;
 		for (uint32_t steps = 0; i != 0 && i <= t.d->capacity && steps <= t.d->capacity; steps++) {
 			char *r = row_at(&t, i);
+			if ((steps & 1023) == 1023 && __atomic_load_n(&t.st->seq, __ATOMIC_RELAXED) != s)
+				break; /* a write moved the chain: start again rather than copy what may repeat */
 			if (*used(&t, r) && int_at(r, c) == value) {
 				if (n == cap) {
 					cap *= 2;
