@@ -151,6 +151,32 @@ func TestAsyncPsr(t *testing.T) {
 	}
 }
 
+// TestAsyncAmpGenerator: a handler that is an Amp v2 generator coroutine (Aerys style) yielding
+// Amp\delay() runs on the worker's loop: requests side by side, each with its own answer.
+func TestAsyncAmpGenerator(t *testing.T) {
+	if _, err := os.Stat("/usr/share/php/Amp/autoload.php"); err != nil {
+		t.Skip("php-amphp-amp is not installed")
+	}
+	const n = 20
+	p := startAsync(t, n, "ASYNC_MODE=amp")
+	var buf []byte
+	for id := uint32(1); id <= n; id++ {
+		buf = append(buf, encodeRequest(id, request{URI: fmt.Sprintf("/?id=%d&ms=%d", id, (n-id)*2)})...)
+	}
+	if err := <-p.write(buf); err != nil {
+		t.Fatal(err)
+	}
+	answers, order := collect(t, p, n)
+	for id := uint32(1); id <= n; id++ {
+		if a := answers[id]; a.status != 200 || a.body.String() != fmt.Sprintf("amp=%d", id) {
+			t.Errorf("request %d: %d %q", id, a.status, a.body.String())
+		}
+	}
+	if order[0] == 1 {
+		t.Errorf("the request waiting longest was answered first: the coroutines did not run side by side")
+	}
+}
+
 // TestAsyncStreamsInterleave: streamed answers of different requests interleave frame by frame
 // and each body is its own request's parts, in order.
 func TestAsyncStreamsInterleave(t *testing.T) {

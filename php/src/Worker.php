@@ -359,7 +359,8 @@ final class Worker
             return self::inSession($cookies, $handle);
         }
         try {
-            return [$handle(), []];
+            // An Amp promise, or a generator coroutine (Aerys style), is run to its value.
+            return [Async\Internal\Amp::settle($handle()), []];
         } catch (\Throwable $e) {
             return [$e, []];
         }

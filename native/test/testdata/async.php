@@ -41,6 +41,24 @@ if (getenv('ASYNC_MODE') === 'psr') {
     exit(0);
 }
 
+if (getenv('ASYNC_MODE') === 'amp') { // Aerys style: a generator coroutine yielding Amp promises
+    require_once '/usr/share/php/Amp/autoload.php';
+    require_once '/usr/share/php/Amp/functions.php';
+    require_once '/usr/share/php/Amp/Internal/functions.php';
+    $worker->serve(static function (Request $r): Generator {
+        $q = $r->queryParams;
+        yield Amp\delay((int) $q['ms']);
+        $value = yield Amp\call(static function () use ($q): Generator {
+            yield new Amp\Delayed(1);
+
+            return 'amp=' . $q['id'];
+        });
+
+        return new Response(200, [], $value);
+    });
+    exit(0);
+}
+
 $finallyRan = 0;
 $worker->serve(static function (Request $r) use (&$finallyRan): Response {
     $q = $r->queryParams;

@@ -22,7 +22,8 @@ function async(\Closure $work, mixed ...$args): Future
 }
 
 /**
- * Waits for $future and returns its value, or throws what it failed with. Inside a request (or
+ * Waits for $future (or an Amp v2 promise: Amp's loop then runs on this one) and returns its
+ * value, or throws what it failed with. Inside a request (or
  * an async() fiber) only this fiber waits; elsewhere the loop runs until the future completes.
  *
  * With a $timeout in seconds, a future still pending then is cancelled (its fiber gets a
@@ -31,8 +32,12 @@ function async(\Closure $work, mixed ...$args): Future
  * @throws TimeoutException   after $timeout
  * @throws CancelledException if this fiber is cancelled meanwhile (its request's deadline)
  */
-function await(Future $future, ?float $timeout = null): mixed
+function await(Future|\Amp\Promise $future, ?float $timeout = null): mixed
 {
+    if (!$future instanceof Future) {
+        Internal\Amp::install(Loop::get());
+        $future = Internal\Amp::future($future);
+    }
     if ($future->isComplete()) {
         return $future->result();
     }
@@ -59,7 +64,7 @@ function await(Future $future, ?float $timeout = null): mixed
  * Waits for every future and returns their values with the same keys. The first failure is
  * thrown once every future has completed (none is left running behind the caller's back).
  *
- * @param iterable<array-key, Future> $futures
+ * @param iterable<array-key, Future|\Amp\Promise> $futures
  *
  * @return array<array-key, mixed>
  */

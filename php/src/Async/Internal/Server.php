@@ -79,6 +79,7 @@ final class Server
         $loop = Loop::get();
         $loop->setWarn($this->log);
         Hooks::$enabled = true;
+        Amp::install($loop); // when the application loaded Amp: its loop runs on this one
         $this->reader = $loop->onReadable($in, function () use ($loop, $respond, $send, $ended, $idle): void {
             foreach ($this->read() as [$id, $payload]) {
                 $this->start($loop, $id, $payload, $respond, $send, $ended, $idle);
