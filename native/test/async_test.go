@@ -2,6 +2,7 @@ package nativetest
 
 import (
 	"bufio"
+	"crypto/md5"
 	"encoding/binary"
 	"fmt"
 	"math/rand"
@@ -467,4 +468,58 @@ func countRequests(buf []byte) int {
 		buf = buf[12+binary.LittleEndian.Uint32(buf[8:12]):]
 	}
 	return n
+}
+
+// TestAsyncBreakIt: large bodies split over many reads, a handler that throws, blocking code
+// (warned about, with its path), STOP with requests in flight (they finish, exit 0), and a
+// malformed frame (ERROR, exit 70).
+func TestAsyncBreakIt(t *testing.T) {
+	p := startAsync(t, 16)
+	sizes := []int{0, 1, 65535, 65536, 65537, 200 << 10, 1 << 20}
+	var buf []byte
+	bodies := map[uint32][]byte{}
+	for i, size := range sizes {
+		id := uint32(i + 1)
+		body := make([]byte, size)
+		rand.New(rand.NewSource(int64(size))).Read(body)
+		bodies[id] = body
+		buf = append(buf, encodeRequest(id, request{Method: "POST", URI: fmt.Sprintf("/len?id=%d", id), Body: body})...)
+	}
+	throwID := uint32(len(sizes) + 1)
+	busyID := throwID + 1
+	buf = append(buf, encodeRequest(throwID, request{URI: fmt.Sprintf("/throw?id=%d", throwID)})...)
+	buf = append(buf, encodeRequest(busyID, request{URI: fmt.Sprintf("/busy?id=%d", busyID)})...)
+	buf = appendFrame(buf, typeStop, 0, nil) // read with the requests: they still finish
+	if err := <-p.write(buf); err != nil {
+		t.Fatal(err)
+	}
+	answers, _ := collect(t, p, len(sizes)+2)
+	for id, body := range bodies {
+		want := fmt.Sprintf("%d:%d:%x", id, len(body), md5.Sum(body))
+		if a := answers[id]; a.status != 200 || a.body.String() != want {
+			t.Errorf("request %d: %d %q, want %q", id, a.status, a.body.String(), want)
+		}
+	}
+	if a := answers[throwID]; a.status != 500 {
+		t.Errorf("a handler that throws: status %d, want 500", a.status)
+	}
+	if code := p.waitExit(t); code != 0 {
+		t.Fatalf("exit %d after STOP, want 0\n%s", code, p.log)
+	}
+	for _, want := range []string{"handler failed " + fmt.Sprint(throwID), "request /busy kept the worker from switching"} {
+		if !strings.Contains(p.log.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, p.log)
+		}
+	}
+
+	bad := startAsync(t, 4)
+	if err := <-bad.write([]byte{3, 77, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	if f := bad.readFrame(t); f.Type != typeError {
+		t.Fatalf("after a malformed frame: type %d, want ERROR", f.Type)
+	}
+	if code := bad.waitExit(t); code != 70 {
+		t.Fatalf("exit %d after a malformed frame, want 70", code)
+	}
 }

@@ -132,6 +132,19 @@ $worker->serve(static function (Request $r) use (&$finallyRan): Response {
             $db->close();
 
             return new Response(200, [], 'mysqli:' . $row['id']);
+        case '/busy': // blocking code: keeps the worker from switching
+            $until = hrtime(true) + 150_000_000;
+            while (hrtime(true) < $until) {
+            }
+
+            return new Response(200, [], 'busy');
+        case '/throw':
+            usleep(1000);
+            throw new RuntimeException('handler failed ' . $mine);
+        case '/len':
+            usleep(1000);
+
+            return new Response(200, [], $mine . ':' . strlen($r->body) . ':' . md5($r->body));
         case '/hang':
             try {
                 sleep(60);
