@@ -52,7 +52,11 @@ func Create(dir string, specs []Spec, pid int) (*Segment, error) {
 		return nil, err
 	}
 	if err := syscall.Fallocate(int(f.Fd()), 0, 0, size); err != nil {
-		return fail(fmt.Errorf("tables: reserving %d bytes of shared memory in %s: %w", size, dir, err))
+		hint := ""
+		if errors.Is(err, syscall.ENOSPC) {
+			hint = fmt.Sprintf(" (df %s shows what is free; a container's /dev/shm is often 64 MiB: raise it, e.g. docker run --shm-size, or lower the tables' rows)", dir)
+		}
+		return fail(fmt.Errorf("tables: reserving %d bytes of shared memory in %s: %w%s", size, dir, err, hint))
 	}
 	if _, err := f.WriteAt(header(tls, size, pid), 0); err != nil {
 		return fail(fmt.Errorf("tables: %w", err))

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/peregrinephp/peregrine/internal/config"
@@ -144,3 +145,23 @@ func TestSweep(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestCreateFull: a tmpfs without room for the tables fails Create with a hint, and leaves no
+// file behind.
+func TestCreateFull(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+	_, err := Create(dir, []Spec{visits()}, 4243)
+	if err == nil || !strings.Contains(err.Error(), "no space left") || !strings.Contains(err.Error(), "--shm-size") {
+		t.Fatalf("Create on a full tmpfs: %v", err)
+	}
+	if names, _ := filepath.Glob(filepath.Join(dir, "*")); len(names) != 0 {
+		t.Errorf("left behind: %v", names)
+	}
+}
