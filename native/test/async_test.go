@@ -523,3 +523,41 @@ func TestAsyncBreakIt(t *testing.T) {
 		t.Fatalf("exit %d after a malformed frame, want 70", code)
 	}
 }
+
+// TestAsyncMemoryStable: after a warm-up, 3,200 more concurrent requests through sleeps, sockets,
+// async() and streamed answers leave the worker's memory_get_usage() unchanged to the byte:
+// nothing a request or a hooked wait makes outlives it.
+func TestAsyncMemoryStable(t *testing.T) {
+	p := startAsync(t, 64)
+	tcp := barrierServer(t, "tcp", "127.0.0.1:0", 1)
+	port := tcp.Addr().(*net.TCPAddr).Port
+	id := uint32(0)
+	rounds := func(n int) {
+		for range n {
+			var buf []byte
+			for i := range 64 {
+				id++
+				uri := []string{"/sleep?id=%d&us=100", "/tcp?id=%d&port=" + fmt.Sprint(port), "/async?id=%d", "/stream?id=%d&n=2&us=10"}[i%4]
+				buf = append(buf, encodeRequest(id, request{URI: fmt.Sprintf(uri, id)})...)
+			}
+			if err := <-p.write(buf); err != nil {
+				t.Fatal(err)
+			}
+			collect(t, p, 64)
+		}
+	}
+	mem := func() string {
+		id++
+		if err := <-p.write(encodeRequest(id, request{URI: "/mem"})); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := collect(t, p, 1)
+		return a[id].body.String()
+	}
+	rounds(20)
+	before := mem()
+	rounds(50)
+	if after := mem(); after != before {
+		t.Errorf("memory_get_usage() %s after the warm-up, %s after 3,200 more requests", before, after)
+	}
+}

@@ -153,6 +153,10 @@ $worker->serve(static function (Request $r) use (&$finallyRan): Response {
             }
 
             return new Response(200, [], 'woke');
+        case '/mem':
+            gc_collect_cycles();
+
+            return new Response(200, [], (string) memory_get_usage());
         case '/finally':
             return new Response(200, [], (string) $finallyRan);
     }
