@@ -340,6 +340,9 @@ func TestAsyncCancelRunsFinally(t *testing.T) {
 	if a := p.do(t, request{URI: "/finally"}); a.Body != "1" {
 		t.Fatalf("finally blocks run: %q, want 1\n%s", a.Body, p.log)
 	}
+	if answers[1].status != 0 || strings.Contains(p.log.String(), "Exception") {
+		t.Errorf("a cancelled request is no failure: status %d, log:\n%s", answers[1].status, p.log)
+	}
 }
 
 // TestAsyncOneAtATimeRefuses: serveGlobals() and peregrine_handle_request() (what --laravel and

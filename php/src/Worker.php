@@ -361,6 +361,8 @@ final class Worker
         try {
             // An Amp promise, or a generator coroutine (Aerys style), is run to its value.
             return [Async\Internal\Amp::settle($handle()), []];
+        } catch (Async\CancelledException $e) {
+            throw $e; // the server's CANCEL: the request ends without an answer (Async\Internal\Server)
         } catch (\Throwable $e) {
             return [$e, []];
         }

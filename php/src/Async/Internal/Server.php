@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Peregrine\Async\Internal;
 
+use Peregrine\Async\CancelledException;
 use Peregrine\Async\TimeoutException;
 use Peregrine\Internal\Frame;
 use Peregrine\Internal\ProtocolError;
@@ -37,6 +38,9 @@ final class Server
 
     /** @var array<int, \Peregrine\Async\Future> requests in flight by id */
     private array $running = [];
+
+    /** @var array<int, true> requests in flight the server cancelled */
+    private array $cancelled = [];
 
     /** @var resource */
     private mixed $in;
@@ -107,7 +111,11 @@ final class Server
         $this->running[$id] = $future;
         $future->subscribe(function (?\Throwable $error, mixed $answer) use ($id, $send, $ended, $idle): void {
             unset($this->running[$id]);
-            if ($error !== null) { // $respond never throws but for the pipe, or a cancellation it let out
+            $cancelled = isset($this->cancelled[$id]);
+            unset($this->cancelled[$id]);
+            if ($cancelled && $error instanceof CancelledException) {
+                $answer = ''; // what it had not answered stays unanswered: the server drops it anyway
+            } elseif ($error !== null) { // $respond never throws but for the pipe, or a cancellation it let out
                 if ($error instanceof ProtocolError) {
                     throw $error;
                 }
@@ -189,6 +197,7 @@ final class Server
     private function cancel(int $id, array &$requests): void
     {
         if (isset($this->running[$id])) {
+            $this->cancelled[$id] = true;
             $this->running[$id]->cancel(new TimeoutException('The server cancelled the request (exec_timeout, or its client left)'));
         }
         foreach ($requests as $i => [$pending]) {
