@@ -13,6 +13,6 @@ set -euo pipefail
 packages=(php8.2-cli php8.2-opcache phpunit php-nyholm-psr7 php-psr-http-message php-psr-http-factory libphp8.2-embed php8.2-dev curl
   wordpress wordpress-theme-twentytwentythree mariadb-client nginx php8.2-fpm
   php-laravel-framework php8.2-sqlite3 php-symfony-runtime php-symfony-framework-bundle php-symfony-security-bundle php-symfony-dotenv php-slim
-  redis-server nats-server php-psr-simple-cache php-amphp-amp)
+  redis-server nats-server php-psr-simple-cache php-amphp-amp php-redis)
 "$(dirname "$0")/install-packages.sh" setup "${packages[@]}"
 go mod download

@@ -400,6 +400,28 @@ func TestAsyncMySQLSuspendsOnlyItsFiber(t *testing.T) {
 	}
 }
 
+// TestAsyncRedisSuspendsOnlyItsFiber: phpredis's socket is a PHP stream: a BLPOP waits in the
+// loop, and a request written after it pushes the value it pops. With a blocking socket the pop
+// would hold the worker until its timeout and come back empty.
+func TestAsyncRedisSuspendsOnlyItsFiber(t *testing.T) {
+	if c, err := net.Dial("tcp", "127.0.0.1:6379"); err != nil {
+		t.Skipf("Redis is not running on 127.0.0.1:6379: %v", err)
+	} else {
+		c.Close()
+	}
+	p := startAsync(t, 4)
+	key := fmt.Sprintf("peregrine-async-test-%d", os.Getpid())
+	buf := encodeRequest(1, request{URI: "/blpop?id=1&key=" + key})
+	buf = append(buf, encodeRequest(2, request{URI: "/rpush?id=2&key=" + key})...)
+	if err := <-p.write(buf); err != nil {
+		t.Fatal(err)
+	}
+	answers, _ := collect(t, p, 2)
+	if got := answers[1].body.String(); got != "popped:2" {
+		t.Fatalf("the pop got %q, want popped:2 (nothing: it held the worker until its timeout)\n%s", got, p.log)
+	}
+}
+
 func contains(list []uint32, id uint32) bool {
 	for _, v := range list {
 		if v == id {

@@ -153,6 +153,20 @@ $worker->serve(static function (Request $r) use (&$finallyRan): Response {
             }
 
             return new Response(200, [], 'woke');
+        case '/blpop': // phpredis: a blocking pop that another request's push ends
+            $redis = new Redis();
+            $redis->connect('127.0.0.1', 6379);
+            $got = $redis->blPop([(string) $q['key']], 5);
+            $redis->close();
+
+            return new Response(200, [], 'popped:' . ($got[1] ?? 'nothing'));
+        case '/rpush':
+            $redis = new Redis();
+            $redis->connect('127.0.0.1', 6379);
+            $redis->rPush((string) $q['key'], $mine);
+            $redis->close();
+
+            return new Response(200, [], 'pushed');
         case '/mem':
             gc_collect_cycles();
 
