@@ -202,6 +202,10 @@ func TestTablesSurviveAndGo(t *testing.T) {
 		return err == nil && string(r.Body) == `{"n":77}`
 	})
 	cfg := filepath.Join(s.dir, "peregrine.yaml")
+	eventually(t, 30*time.Second, "both replacements ready", func() bool { // a reset refuses starting workers
+		out, code := runCLI(t, s.dir, nil, "workers", "-c", cfg, "--json")
+		return code == 0 && strings.Count(out, `"state": "ready"`) == 2
+	})
 	if out, code := runCLI(t, s.dir, nil, "reset", "-c", cfg); code != 0 {
 		t.Fatalf("reset: %s", out)
 	}
