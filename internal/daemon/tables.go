@@ -73,20 +73,14 @@ func (t *sharedTables) runInit(ctx context.Context, cfg config.Config, log *slog
 	cmd.Dir = cfg.Workers.Dir
 	cmd.Env = append(workerEnv(cfg), t.Env()...)
 	cmd.ExtraFiles = []*os.File{null, null}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &initOutput{log: log}
+	cmd.Stdout, cmd.Stderr = out, out
 	start := time.Now()
 	log.Info("running tables.init", "command", strings.Join(cfg.Tables.Init, " "))
 	err = cmd.Run()
-	text := strings.TrimSpace(out.String())
+	out.flush()
 	if err != nil {
-		if len(text) > 4000 {
-			text = "..." + text[len(text)-4000:]
-		}
-		return fmt.Errorf("tables.init (%s) failed: %w\n%s", strings.Join(cfg.Tables.Init, " "), err, text)
-	}
-	if text != "" {
-		log.Info("tables.init output", "output", text)
+		return fmt.Errorf("tables.init (%s) failed: %w\n%s", strings.Join(cfg.Tables.Init, " "), err, strings.TrimSpace(out.tail.String()))
 	}
 	stats, _ := t.seg.Stats()
 	for _, s := range stats {
@@ -119,5 +113,47 @@ func (t *sharedTables) remove(log *slog.Logger) {
 	}
 	if err := t.seg.Remove(); err != nil {
 		log.Warn("removing the shared tables", "err", err)
+	}
+}
+
+// initOutput logs what tables.init writes, a line at a time as it comes (a load may take
+// minutes), and keeps the last few KiB for the error when it fails.
+type initOutput struct {
+	log  *slog.Logger
+	line bytes.Buffer
+	tail bytes.Buffer
+}
+
+const initTail = 4096
+
+func (o *initOutput) Write(p []byte) (int, error) {
+	o.tail.Write(p)
+	if o.tail.Len() > 2*initTail {
+		keep := o.tail.Bytes()[o.tail.Len()-initTail:]
+		o.tail.Reset()
+		o.tail.WriteString("...")
+		o.tail.Write(keep)
+	}
+	o.line.Write(p)
+	for {
+		i := bytes.IndexByte(o.line.Bytes(), '\n')
+		if i < 0 {
+			break
+		}
+		o.emit(string(o.line.Next(i + 1)))
+	}
+	return len(p), nil
+}
+
+func (o *initOutput) flush() {
+	if o.line.Len() > 0 {
+		o.emit(o.line.String())
+		o.line.Reset()
+	}
+}
+
+func (o *initOutput) emit(line string) {
+	if line = strings.TrimRight(line, "\r\n"); line != "" {
+		o.log.Info("tables.init output", "line", line)
 	}
 }
