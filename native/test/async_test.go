@@ -80,11 +80,11 @@ func collect(t *testing.T, p *proc, want int) (map[uint32]*muxAnswer, []uint32) 
 	return answers, order
 }
 
-// TestAsyncInterleavedSleeps: 300 requests, at most 64 in flight, each sleeping a random time
+// TestAsyncInterleavedSleeps: 10,000 requests, at most 64 in flight, each sleeping a random time
 // with usleep(), time_nanosleep() and sleep(0): every answer carries its own request's id, and
 // answers come back out of order (with PHP's blocking usleep they would come in order).
 func TestAsyncInterleavedSleeps(t *testing.T) {
-	const total, window = 300, 64
+	const total, window = 10000, 64
 	p := startAsync(t, window)
 	rng := rand.New(rand.NewSource(1))
 	// Write in windows of 64: the server never has more than N requests without their DONE.
@@ -93,7 +93,7 @@ func TestAsyncInterleavedSleeps(t *testing.T) {
 	for start := 0; start < total; start += window {
 		var chunk []byte
 		for id := start + 1; id <= start+window && id <= total; id++ {
-			chunk = append(chunk, encodeRequest(uint32(id), request{URI: fmt.Sprintf("/sleep?id=%d&us=%d&ns=%d", id, rng.Intn(20000), rng.Intn(2000000))})...)
+			chunk = append(chunk, encodeRequest(uint32(id), request{URI: fmt.Sprintf("/sleep?id=%d&us=%d&ns=%d", id, rng.Intn(4000), rng.Intn(1000000))})...)
 		}
 		if err := <-p.write(chunk); err != nil {
 			t.Fatal(err)
