@@ -117,6 +117,9 @@ type Driver interface {
 	// Bury removes a job that failed its last attempt and, when keep is set, adds it to the
 	// dead letters.
 	Bury(ctx context.Context, d *Delivery, keep bool) error
+	// Release gives back a job received but not run (its pipeline was paused meanwhile), as
+	// runnable at once and without counting an attempt.
+	Release(ctx context.Context, d *Delivery) error
 	// Revive moves every dead letter back to the queue as a first attempt; it returns how many.
 	Revive(ctx context.Context) (int, error)
 	// Stats reports the queue's sizes.

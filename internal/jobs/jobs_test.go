@@ -385,17 +385,28 @@ func TestPushRefusesOversizedPayload(t *testing.T) {
 }
 
 func TestPauseStopsReceiving(t *testing.T) {
-	d := NewMemory()
-	p := New(Options{Name: "q", Driver: d})
-	r := newRuns()
-	p.Pause()
-	consume(t, p, 1, func(_ context.Context, j *Job) error { r.record(j); return nil })
-	id, _ := p.Push(context.Background(), "x", nil, 0)
-	// The loop is parked on the pause, not on the queue: the job stays queued.
-	waitStats(t, d, "the job queued", func(s Stats) bool { return s.Queued == 1 })
-	if !p.Status(context.Background(), "memory").Paused {
-		t.Error("status does not say paused")
-	}
-	p.Resume()
-	r.waitFor(t, "the job after resume", func() bool { return len(r.attempts[id]) == 1 })
+	forEachDriver(t, func(t *testing.T, name string, mk driverMaker) {
+		d := mk(t, 10*time.Second)
+		p := New(Options{Name: "q", Driver: d})
+		r := newRuns()
+		consume(t, p, 3, func(_ context.Context, j *Job) error { r.record(j); return nil })
+		// The loops are waiting for a job when the pause comes: they stop waiting.
+		time.Sleep(100 * time.Millisecond) // let them reach Receive; the assertion holds without it
+		p.Pause()
+		time.Sleep(100 * time.Millisecond) // a receive the pause did not stop would take the job
+		id, err := p.Push(context.Background(), "x", nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitStats(t, d, "the job queued", func(s Stats) bool { return s.Queued == 1 })
+		time.Sleep(1500 * time.Millisecond)
+		if s, _ := d.Stats(context.Background()); s != (Stats{Queued: 1}) {
+			t.Errorf("a paused pipeline's job: %+v", s)
+		}
+		if !p.Status(context.Background(), name).Paused {
+			t.Error("status does not say paused")
+		}
+		p.Resume()
+		r.waitFor(t, "the job after resume", func() bool { return len(r.attempts[id]) == 1 })
+	})
 }

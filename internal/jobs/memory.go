@@ -140,6 +140,20 @@ func (m *Memory) Retry(_ context.Context, d *Delivery, next *Job) error {
 	return nil
 }
 
+// Release implements Driver: the job goes back to the front of the queue.
+func (m *Memory) Release(_ context.Context, d *Delivery) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.settle(d)
+	if m.closed {
+		return ErrClosed
+	}
+	m.queued = append([]*Job{d.Job}, m.queued...)
+	close(m.wake)
+	m.wake = make(chan struct{})
+	return nil
+}
+
 // Bury implements Driver.
 func (m *Memory) Bury(_ context.Context, d *Delivery, keep bool) error {
 	m.mu.Lock()

@@ -215,6 +215,21 @@ func (n *NATS) Retry(ctx context.Context, d *Delivery, next *Job) error {
 	return d.ref.(jetstream.Msg).DoubleAck(ctx)
 }
 
+// Release implements Driver: the job is published again under a message id of its own (its
+// first one may still be in the deduplication window), then the message received is
+// acknowledged.
+func (n *NATS) Release(ctx context.Context, d *Delivery) error {
+	m := d.ref.(jetstream.Msg)
+	j := *d.Job
+	if meta, err := m.Metadata(); err == nil && meta.NumDelivered > 1 {
+		j.Attempt -= int(meta.NumDelivered - 1)
+	}
+	if err := n.publishID(ctx, n.subject, &j, j.ID+".released."+newID()); err != nil {
+		return err
+	}
+	return m.DoubleAck(ctx)
+}
+
 // Bury implements Driver.
 func (n *NATS) Bury(ctx context.Context, d *Delivery, keep bool) error {
 	if keep {

@@ -31,11 +31,13 @@ type Handler func(ctx context.Context, j *Job) error
 
 // Pipeline is one configured queue: pushing, consuming and the counters behind its metrics.
 type Pipeline struct {
-	opts   Options
-	log    *slog.Logger
-	paused atomic.Bool
-	resume chan struct{} // closed by Resume; replaced by Pause
-	mu     sync.Mutex    // guards resume
+	opts    Options
+	log     *slog.Logger
+	paused  atomic.Bool
+	mu      sync.Mutex         // guards resume and pausing
+	resume  chan struct{}      // closed by Resume; replaced by Pause
+	pausing context.Context    // cancelled by Pause: receives in progress give up
+	unpause context.CancelFunc // cancels pausing
 
 	// Counters since this server started.
 	pushed, done, failed, retried, dead atomic.Int64
@@ -50,7 +52,9 @@ func New(opts Options) *Pipeline {
 	}
 	r := make(chan struct{})
 	close(r)
-	return &Pipeline{opts: opts, log: opts.Logger.With("pipeline", opts.Name), resume: r}
+	p := &Pipeline{opts: opts, log: opts.Logger.With("pipeline", opts.Name), resume: r}
+	p.pausing, p.unpause = context.WithCancel(context.Background())
+	return p
 }
 
 // Name returns the pipeline's name.
@@ -81,6 +85,7 @@ func (p *Pipeline) Pause() {
 	defer p.mu.Unlock()
 	if p.paused.CompareAndSwap(false, true) {
 		p.resume = make(chan struct{})
+		p.unpause()
 	}
 }
 
@@ -89,14 +94,17 @@ func (p *Pipeline) Resume() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.paused.CompareAndSwap(true, false) {
+		p.pausing, p.unpause = context.WithCancel(context.Background())
 		close(p.resume)
 	}
 }
 
-func (p *Pipeline) resumed() <-chan struct{} {
+// resumed returns a channel closed when the pipeline is not paused, and a context cancelled
+// when it is paused.
+func (p *Pipeline) resumed() (<-chan struct{}, context.Context) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.resume
+	return p.resume, p.pausing
 }
 
 // Consume runs n loops that receive jobs and run them with h, until ctx is done; then it waits
@@ -115,15 +123,24 @@ func (p *Pipeline) Consume(ctx context.Context, n int, h Handler) {
 func (p *Pipeline) loop(ctx context.Context, h Handler) {
 	failures := 0
 	for ctx.Err() == nil {
+		resumed, pausing := p.resumed()
 		select {
-		case <-p.resumed():
+		case <-resumed:
 		case <-ctx.Done():
 			return
 		}
-		ds, err := p.opts.Driver.Receive(ctx, 1)
+		// A Pause ends the wait for a job, so that a paused pipeline takes none.
+		rctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(pausing, cancel)
+		ds, err := p.opts.Driver.Receive(rctx, 1)
+		stop()
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, ErrClosed) {
 				return
+			}
+			if pausing.Err() != nil {
+				continue
 			}
 			failures++
 			wait := min(time.Duration(failures)*100*time.Millisecond, 5*time.Second)
@@ -136,6 +153,12 @@ func (p *Pipeline) loop(ctx context.Context, h Handler) {
 		}
 		failures = 0
 		for _, d := range ds {
+			if pausing.Err() != nil || ctx.Err() != nil { // a receive a pause or the stop could not interrupt
+				if err := p.opts.Driver.Release(context.WithoutCancel(ctx), d); err != nil {
+					p.log.Error("a job received as the pipeline paused or stopped could not be given back; it will run after the timeout", "id", d.Job.ID, "err", err)
+				}
+				continue
+			}
 			p.run(context.WithoutCancel(ctx), d, h)
 		}
 	}

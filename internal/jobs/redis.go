@@ -174,7 +174,7 @@ func (r *Redis) Receive(ctx context.Context, max int) ([]*Delivery, error) {
 		var ds []*Delivery
 		for _, s := range res {
 			for _, m := range s.Messages {
-				ds = append(ds, r.delivery(ctx, m, 1))
+				ds = append(ds, r.delivery(m, 1))
 			}
 		}
 		if len(ds) > 0 {
@@ -183,16 +183,23 @@ func (r *Redis) Receive(ctx context.Context, max int) ([]*Delivery, error) {
 	}
 }
 
-func (r *Redis) delivery(ctx context.Context, m redis.XMessage, deliveries int64) *Delivery {
+func (r *Redis) delivery(m redis.XMessage, deliveries int64) *Delivery {
 	raw, _ := m.Values["job"].(string)
 	j, err := decodeJob([]byte(raw))
 	if err != nil { // not ours: give it to the dead letters rather than loop on it
 		j = &Job{ID: m.ID, Attempt: 1 << 20, Payload: raw, Error: err.Error()}
 	}
 	j.Attempt += int(deliveries - 1)
-	_ = ctx
-	return &Delivery{Job: j, ref: m.ID}
+	return &Delivery{Job: j, ref: redisRef{id: m.ID, extra: int(deliveries - 1)}}
 }
+
+// redisRef is a Redis delivery's handle: its entry, and the deliveries before it that died.
+type redisRef struct {
+	id    string
+	extra int
+}
+
+func (r *Redis) extraDeliveries(d *Delivery) int { return d.ref.(redisRef).extra }
 
 // reclaim takes over entries received by any consumer more than Timeout + ReclaimGrace ago,
 // at most once per half of that time per server.
@@ -219,13 +226,13 @@ func (r *Redis) reclaim(ctx context.Context, max int) ([]*Delivery, error) {
 			Start: m.ID, End: m.ID, Count: 1}).Result(); err == nil && len(p) == 1 {
 			deliveries = p[0].RetryCount
 		}
-		ds = append(ds, r.delivery(ctx, m, deliveries))
+		ds = append(ds, r.delivery(m, deliveries))
 	}
 	return ds, nil
 }
 
 func (r *Redis) settle(pipe redis.Pipeliner, ctx context.Context, d *Delivery) {
-	id := d.ref.(string)
+	id := d.ref.(redisRef).id
 	pipe.XAck(ctx, r.opts.Stream, redisGroup, id)
 	pipe.XDel(ctx, r.opts.Stream, id)
 }
@@ -254,6 +261,19 @@ func (r *Redis) Retry(ctx context.Context, d *Delivery, next *Job) error {
 	if err == nil && delayed {
 		r.nudge()
 	}
+	return err
+}
+
+// Release implements Driver: the job is added again, at the end of the stream, in the same
+// transaction as the removal of the entry received.
+func (r *Redis) Release(ctx context.Context, d *Delivery) error {
+	j := *d.Job
+	j.Attempt -= r.extraDeliveries(d)
+	_, err := r.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: r.opts.Stream, Values: []any{"job", j.encode()}})
+		r.settle(pipe, ctx, d)
+		return nil
+	})
 	return err
 }
 
