@@ -2,14 +2,17 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -475,4 +478,111 @@ func writeAdminConfig(t *testing.T, addr string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestJobsThroughput measures, for each driver, 1 KiB payloads pushed from HTTP requests and
+// consumed by 2 consumers (testdata/workers/job-bench.php, which does nothing): the rate of
+// the whole path (pushing while consuming), the rate at which 2 consumers drain a full queue,
+// and the latency a push adds to a request (p50, p99, over a request without one). It asserts
+// nothing about speed; it runs with PEREGRINE_BENCH_JOBS=1 (or the number of jobs), best with
+// -tags stress, which builds the binary without the race detector.
+func TestJobsThroughput(t *testing.T) {
+	if os.Getenv("PEREGRINE_BENCH_JOBS") == "" {
+		t.Skip("a benchmark: set PEREGRINE_BENCH_JOBS=1")
+	}
+	n := 20000
+	if v, err := strconv.Atoi(os.Getenv("PEREGRINE_BENCH_JOBS")); err == nil && v > 1 {
+		n = v
+	}
+	for _, driver := range []string{"memory", "redis", "nats"} {
+		t.Run(driver, func(t *testing.T) {
+			adminAddr := freeAddr(t)
+			s := startServer(t, fmt.Sprintf(`workers:
+  runtime: native
+  command: php %s
+  count: 2
+jobs:
+  pipelines:
+%s  consumers:
+    command: php %s
+    count: 2
+admin:
+  address: %s
+`, fixture(t, "job-push.php"), pipelineYAML(t, driver, 0, "1s", "30s"), fixture(t, "job-bench.php"), adminAddr))
+			cfg := writeAdminConfig(t, adminAddr)
+			payload := `{"p":"` + strings.Repeat("x", 1016) + `"}` // 1 KiB of JSON
+			done := func() int64 {
+				r := get(t, "http://"+adminAddr+"/jobs")
+				var list []struct{ Done int64 }
+				if err := json.Unmarshal(r.Body, &list); err != nil || len(list) != 1 {
+					t.Fatalf("GET /jobs: %v %s", err, r.Body)
+				}
+				return list[0].Done
+			}
+			waitDone := func(what string, want int64) {
+				deadline := time.Now().Add(5 * time.Minute)
+				for done() < want {
+					if time.Now().After(deadline) {
+						t.Fatalf("timed out waiting for %s: %d of %d done", what, done(), want)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			// send makes count requests from clients clients and returns their latencies.
+			send := func(path string, count, clients int) []time.Duration {
+				lat := make([]time.Duration, count)
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				for range clients {
+					wg.Go(func() {
+						for i := int(next.Add(1)) - 1; i < count; i = int(next.Add(1)) - 1 {
+							start := time.Now()
+							r, err := doErr(context.Background(), "POST", s.URL+path, strings.NewReader(payload))
+							lat[i] = time.Since(start)
+							if err != nil || r.Status != 200 {
+								t.Errorf("%s: %v %d %s", path, err, r.Status, r.Body)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				slices.Sort(lat)
+				return lat
+			}
+			pct := func(l []time.Duration, p float64) time.Duration { return l[int(float64(len(l)-1)*p)] }
+
+			// Latency, one client at a time: a request with a push against one without.
+			lat := min(n/4, 2000)
+			base := send("/noop", lat, 1)
+			pushed := send("/push?pipeline=q", lat, 1)
+			waitDone("the latency round", int64(lat))
+
+			// Throughput: 16 clients push while the consumers run them.
+			start := time.Now()
+			send("/push?pipeline=q", n, 16)
+			pushTime := time.Since(start)
+			waitDone("every job", int64(lat+n))
+			whole := time.Since(start)
+
+			// The drain: a full queue, then the consumers alone.
+			if out, err := exec.Command(binary, "jobs", "pause", "q", "-c", cfg).CombinedOutput(); err != nil {
+				t.Fatalf("pause: %v %s", err, out)
+			}
+			send("/push?pipeline=q", n, 16)
+			before := done()
+			start = time.Now()
+			if out, err := exec.Command(binary, "jobs", "resume", "q", "-c", cfg).CombinedOutput(); err != nil {
+				t.Fatalf("resume: %v %s", err, out)
+			}
+			waitDone("the drain", before+int64(n))
+			drain := time.Since(start)
+
+			t.Logf("%s: %d jobs of 1 KiB: pushed from HTTP at %.0f/s, pushed and done at %.0f jobs/s; 2 consumers drain %.0f jobs/s; "+
+				"push adds p50 %v, p99 %v to a request (p50 %v, p99 %v without)",
+				driver, n, float64(n)/pushTime.Seconds(), float64(n)/whole.Seconds(), float64(n)/drain.Seconds(),
+				pct(pushed, 0.5)-pct(base, 0.5), pct(pushed, 0.99)-pct(base, 0.99),
+				pct(base, 0.5), pct(base, 0.99))
+		})
+	}
 }

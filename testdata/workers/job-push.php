@@ -3,6 +3,7 @@
 //   POST /push?pipeline=P[&n=N][&delay=S]   body: the payload's JSON; answers the ids, one a line
 //   GET  /kv?store=S&op=get|set|has|delete|incr&key=K[&value=JSON][&ttl=S]
 //   GET  /psr16   a round of PSR-16 calls through Peregrine\KV\SimpleCache; answers their results
+//   POST /noop    answers the body's length: the baseline of the push latency
 // A refused call answers 400 with the exception's message.
 declare(strict_types=1);
 
@@ -35,6 +36,8 @@ Peregrine\Worker::create()->serve(static function (Request $r): Response {
                     'incr' => $kv->incr($key, (int) ($q['by'] ?? 1)),
                 };
                 return new Response(200, [], json_encode($result, JSON_THROW_ON_ERROR));
+            case '/noop':
+                return new Response(200, [], (string) strlen($r->body));
             case '/psr16':
                 require_once '/usr/share/php/Psr/SimpleCache/autoload.php';
                 $cache = new Peregrine\KV\SimpleCache('default');
