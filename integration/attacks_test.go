@@ -5,6 +5,10 @@ package integration
 // docs/security.md and docs/compatibility.md say what each test proves.
 
 import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,5 +159,96 @@ func TestSendfileSiblingChecked(t *testing.T) {
 	r = do(t, "GET", s.URL+"/send.php?file="+filepath.Join(private, "doc.txt.gz"), nil, "Accept-Encoding", "gzip")
 	if r.Status != 500 || strings.Contains(string(r.Body), "outside") {
 		t.Errorf("X-Sendfile doc.txt.gz: %d %q, want 500", r.Status, r.Body)
+	}
+}
+
+// TestStalledBodiesAreTimedOut (item 6): with max_connections 50, 200 clients each send a head
+// declaring a 100000-byte body and 10 bytes of it, then stall. Before http.body_timeout, the
+// first 50 held every slot for good and a legitimate client was never answered. Now each
+// stalled body gets 408 and its connection closes once nothing arrived for body_timeout, the
+// waiting ones are let in and dropped in turn, the legitimate client is answered, and the
+// daemon's descriptors go back to where they were. A stalled HTTP/2 (h2c) stream gets 408 too.
+func TestStalledBodiesAreTimedOut(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "http:\n  max_connections: 50\n  body_timeout: 2s\nworkers:\n  command: php "+securityWorker(t, "globals", `echo 'ok';`)+"\n  count: 1\n")
+	addr := strings.TrimPrefix(s.URL, "http://")
+	// A client of its own on fresh connections, so that no idle keep-alive connection of the
+	// warm-up holds a slot and the legitimate request below queues behind the attackers.
+	fresh := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	legitimate := func() (int, error) {
+		resp, err := fresh.Get(s.URL + "/")
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		_, err = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, err
+	}
+	idle := openFiles(t, s)
+	if status, err := legitimate(); status != 200 {
+		t.Fatalf("warm-up: %d %v", status, err)
+	}
+	eventually(t, 10*time.Second, "the warm-up connection closed", func() bool { return openFiles(t, s) <= idle })
+	fdsBefore, rssBefore := openFiles(t, s), daemonRSS(t, s)
+	const attackers = 200
+	statuses := make(chan int, attackers)
+	var conns []net.Conn
+	for range attackers {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		t.Cleanup(func() { c.Close() })
+		_, _ = io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n0123456789")
+	}
+	for _, c := range conns {
+		go func() {
+			_ = c.SetReadDeadline(time.Now().Add(120 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				statuses <- 0
+				return
+			}
+			resp.Body.Close()
+			statuses <- resp.StatusCode
+		}()
+	}
+	eventually(t, 30*time.Second, "50 stalled bodies accepted", func() bool { return openFiles(t, s) >= fdsBefore+50 })
+	fdsPeak, rssPeak := openFiles(t, s), daemonRSS(t, s)
+	// A legitimate client, queued behind the attackers.
+	if status, err := legitimate(); status != 200 {
+		t.Fatalf("a legitimate request while 200 bodies stall: %d %v", status, err)
+	}
+	got408 := 0
+	for range attackers {
+		if <-statuses == http.StatusRequestTimeout {
+			got408++
+		}
+	}
+	if got408 != attackers {
+		t.Errorf("%d of %d stalled bodies got 408", got408, attackers)
+	}
+	eventually(t, 30*time.Second, "the daemon's descriptors back to where they were", func() bool { return openFiles(t, s) <= fdsBefore+2 })
+	t.Logf("daemon before: %d fds, %d KiB; stalled bodies held: %d fds, %d KiB; after the timeout: %d fds, %d KiB",
+		fdsBefore, rssBefore>>10, fdsPeak, rssPeak>>10, openFiles(t, s), daemonRSS(t, s)>>10)
+
+	// HTTP/2 with prior knowledge: the stalled stream is answered 408.
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: p}
+	defer tr.CloseIdleConnections()
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() { _, _ = io.WriteString(pw, "0123456789") }()
+	req, _ := http.NewRequest("POST", s.URL+"/", pr)
+	req.ContentLength = 100000
+	resp, err := (&http.Client{Transport: tr, Timeout: 60 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("stalled h2 POST: %v", err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusRequestTimeout {
+		t.Errorf("stalled h2 POST: %s %d, want HTTP/2 408", resp.Proto, resp.StatusCode)
 	}
 }

@@ -146,6 +146,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		Classic:        len(cfg.Workers.Command) == 0,
 		ServerName:     cfg.HTTP.ServerName,
 		WriteTimeout:   time.Duration(cfg.HTTP.WriteTimeout),
+		BodyTimeout:    time.Duration(cfg.HTTP.BodyTimeout),
 		AccessLog:      cfg.Log.Access,
 		Logger:         log,
 		Observer:       httpObs,

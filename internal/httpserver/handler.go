@@ -50,6 +50,10 @@ type Options struct {
 	// WriteTimeout bounds each write to the client; a client that takes longer is dropped.
 	// 0 means no limit.
 	WriteTimeout time.Duration
+	// BodyTimeout bounds the time between two reads of a request body (http.body_timeout,
+	// nginx's client_body_timeout; bodytimeout.go): a client that stalls longer gets 408.
+	// 0 means no limit.
+	BodyTimeout time.Duration
 	// Limits bound what a client may send.
 	Limits Limits
 	// Root, if set, is the document root: its files are served by the server itself, and in
@@ -138,7 +142,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		start = time.Now()
 	}
 	rw := &countingWriter{ResponseWriter: w}
+	bodyDone := withBodyTimeout(w, r, h.opts.BodyTimeout)
 	pid, bytesIn := h.serve(rw, r)
+	bodyDone()
 	if !timed {
 		return
 	}
@@ -221,6 +227,9 @@ func (h *Handler) serve(w *countingWriter, r *http.Request) (pid int, bytesIn in
 		u, status, err := parseMultipart(r, h.opts.MaxBodySize, h.opts.Limits.MaxInputVars, h.opts.TempDir)
 		defer u.cleanup()
 		if err != nil {
+			if status == http.StatusRequestTimeout && r.ProtoMajor == 1 {
+				w.Header().Set("Connection", "close")
+			}
 			httpError(w, status, err.Error())
 			return 0, bytesIn
 		}
@@ -229,6 +238,9 @@ func (h *Handler) serve(w *countingWriter, r *http.Request) (pid int, bytesIn in
 		req.Form, req.Files = u.form, u.files
 	} else if r.ContentLength != 0 {
 		if status, err := body.read(h, r); err != nil {
+			if status == http.StatusRequestTimeout && r.ProtoMajor == 1 {
+				w.Header().Set("Connection", "close")
+			}
 			httpError(w, status, err.Error())
 			return 0, body.size
 		}
@@ -369,7 +381,7 @@ func (b *requestBody) read(h *Handler, r *http.Request) (int, error) {
 			return b.check(r)
 		}
 		if err != nil {
-			return http.StatusBadRequest, errors.New("could not read the request body: " + err.Error())
+			return readError(err)
 		}
 	}
 	// Past memoryBody: the body goes to a file, memory first.
@@ -387,13 +399,22 @@ func (b *requestBody) read(h *Handler, r *http.Request) (int, error) {
 	case limit > 0 && b.size > limit:
 		return http.StatusRequestEntityTooLarge, errors.New("request body larger than http.max_body_size")
 	case err != nil:
-		return http.StatusBadRequest, errors.New("could not read the request body: " + err.Error())
+		return readError(err)
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return http.StatusInternalServerError, fmt.Errorf("cannot hold the request body: %w", err)
 	}
 	*b.buf = (*b.buf)[:0]
 	return b.check(r)
+}
+
+// readError is the answer to a failed read of a request body: 408 when it stalled past
+// http.body_timeout, 400 otherwise.
+func readError(err error) (int, error) {
+	if bodyTimedOut(err) {
+		return http.StatusRequestTimeout, errBodyTimeout
+	}
+	return http.StatusBadRequest, errors.New("could not read the request body: " + err.Error())
 }
 
 // check compares the body with its declared length.

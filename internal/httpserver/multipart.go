@@ -206,6 +206,9 @@ func escapeFieldName(name string) string {
 }
 
 func bodyErrorStatus(err error) int {
+	if bodyTimedOut(err) {
+		return http.StatusRequestTimeout
+	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return http.StatusRequestEntityTooLarge
