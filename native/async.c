@@ -13,8 +13,9 @@
  * outside a fiber the loop runs or before a concurrent server enabled it, and the call then
  * blocks as PHP's own would. The fd is handed to PHP as a socket stream on a dup() of it, so
  * the loop's stream_select() sees it even when the extension unregistered its stream's resource
- * (mysqlnd does). A stream that turns on TLS (stream_socket_enable_crypto, ssl://) is left to
- * PHP: OpenSSL may hold decrypted bytes the fd does not show. */
+ * (mysqlnd does). A stream that turns on TLS (stream_socket_enable_crypto) gets its original ops
+ * back: OpenSSL may hold decrypted bytes the fd does not show. TLS waits instead in poll(),
+ * which this program defines ahead of libc's (below). */
 #include "async.h"
 
 #include <errno.h>
@@ -25,9 +26,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
+
 #include "php.h"
 #include "php_network.h"
 #include "zend_exceptions.h"
+#include "zend_fibers.h"
 
 enum { WAIT_SLEEP = 0, WAIT_READ = 1, WAIT_WRITE = 2, WAIT_PROBE = 3 };
 enum { NOT_HOOKED = -1, TIMED_OUT = 0, READY = 1 };
@@ -63,7 +67,7 @@ static int call_wait(zval *stream, int mode, double timeout)
 	zval args[3], ret;
 	int result = NOT_HOOKED;
 
-	if (EG(active_fiber) == NULL || EG(exception))
+	if (EG(active_fiber) == NULL || EG(exception) || zend_fiber_switch_blocked())
 		return NOT_HOOKED;
 	ce = zend_hash_str_find_ptr(EG(class_table), HOOKS_CLASS, sizeof(HOOKS_CLASS) - 1);
 	if (ce == NULL || (fn = zend_hash_str_find_ptr(&ce->function_table, "wait", 4)) == NULL)
@@ -106,11 +110,13 @@ static int wait_fd(php_socket_t fd, int mode, double timeout)
 	return r;
 }
 
+static int real_poll(struct pollfd *fds, nfds_t nfds, int timeout);
+
 static bool fd_ready(php_socket_t fd, short events)
 {
-	struct pollfd p = {.fd = fd, .events = events};
+	struct pollfd p = {.fd = fd, .events = events, .revents = 0};
 
-	return poll(&p, 1, 0) != 0; /* ready, or an error the original op reports */
+	return real_poll(&p, 1, 0) != 0; /* ready, or an error the original op reports */
 }
 
 static double seconds(const struct timeval *tv)
@@ -368,6 +374,48 @@ static void wrap_transport(const char *name, php_stream_transport_factory with, 
 		php_stream_xport_register(name, with);
 	}
 }
+
+/* ---- poll() ----
+ *
+ * The program's own poll() comes before libc's for every library it loads (the dynamic linker
+ * binds libphp's and the extensions' calls to it), so what waits for one fd with poll() waits in
+ * the loop too: PHP's php_pollfd_for() under TLS streams (OpenSSL's handshake and its reads and
+ * writes), and libraries such as libpq. Other calls, and every call outside a loop fiber or off
+ * PHP's thread, go straight to libc's. */
+
+static int real_poll(struct pollfd *fds, nfds_t nfds, int timeout)
+{
+	static int (*libc_poll)(struct pollfd *, nfds_t, int);
+
+	if (libc_poll == NULL)
+		libc_poll = (int (*)(struct pollfd *, nfds_t, int))dlsym(RTLD_NEXT, "poll");
+	return libc_poll(fds, nfds, timeout);
+}
+
+/* glibc declares poll()'s array write-only; this one reads the caller's request in it. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+int poll(struct pollfd *fds, nfds_t nfds, int timeout)
+{
+	int r, w;
+
+	/* PHP's thread is the main one (a forked worker's too): gettid() is the pid. */
+	if (!hooks.installed || nfds != 1 || timeout == 0 || fds[0].fd < 0 || gettid() != getpid()
+	    || EG(active_fiber) == NULL)
+		return real_poll(fds, nfds, timeout);
+	r = real_poll(fds, 1, 0);
+	if (r != 0)
+		return r;
+	w = wait_fd(fds[0].fd, fds[0].events & POLLOUT ? WAIT_WRITE : WAIT_READ, timeout < 0 ? -1.0 : timeout / 1000.0);
+	if (w == NOT_HOOKED && !EG(exception))
+		return real_poll(fds, 1, timeout);
+	if (w != READY) {
+		fds[0].revents = 0;
+		return 0; /* timed out, or cancelled: the exception surfaces once PHP runs again */
+	}
+	return real_poll(fds, 1, 0);
+}
+#pragma GCC diagnostic pop
 
 /* ---- peregrine_async_pipe() ---- */
 

@@ -3,11 +3,13 @@ package nativetest
 import (
 	"bufio"
 	"crypto/md5"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"math/rand"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -224,37 +226,40 @@ func barrierServer(t *testing.T, network, address string, want int) net.Listener
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go func() {
-		var mu sync.Mutex
-		var waiting []func()
-		for {
-			c, err := ln.Accept()
+	go serveBarrier(ln, want)
+	return ln
+}
+
+// serveBarrier is barrierServer's accept loop, for any listener (TLS too).
+func serveBarrier(ln net.Listener, want int) {
+	var mu sync.Mutex
+	var waiting []func()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			line, err := bufio.NewReader(c).ReadString('\n')
 			if err != nil {
+				c.Close()
 				return
 			}
-			go func() {
-				line, err := bufio.NewReader(c).ReadString('\n')
-				if err != nil {
-					c.Close()
-					return
+			reply := func() {
+				fmt.Fprintf(c, "echo:%s", line)
+				c.Close()
+			}
+			mu.Lock()
+			waiting = append(waiting, reply)
+			if len(waiting) == want {
+				for _, r := range waiting {
+					go r()
 				}
-				reply := func() {
-					fmt.Fprintf(c, "echo:%s", line)
-					c.Close()
-				}
-				mu.Lock()
-				waiting = append(waiting, reply)
-				if len(waiting) == want {
-					for _, r := range waiting {
-						go r()
-					}
-					waiting = nil
-				}
-				mu.Unlock()
-			}()
-		}
-	}()
-	return ln
+				waiting = nil
+			}
+			mu.Unlock()
+		}()
+	}
 }
 
 // TestAsyncSocketsSuspendOnlyTheirFiber: requests that read from sockets made by
@@ -314,6 +319,62 @@ func TestAsyncSocketsSuspendOnlyTheirFiber(t *testing.T) {
 	for id, want := range expect {
 		if a := answers[id]; a.status != 200 || a.body.String() != want {
 			t.Errorf("request %d: %d %q, want %q", id, a.status, a.body.String(), want)
+		}
+	}
+}
+
+// TestAsyncTLSSuspendsOnlyItsFiber: tls:// sockets (handshake, write, read) and https:// with
+// file_get_contents() wait in the loop through the poll() hook, against servers that answer only
+// once every request has connected and written.
+func TestAsyncTLSSuspendsOnlyItsFiber(t *testing.T) {
+	const n = 4
+	p := startAsync(t, 2*n)
+	cert := httptest.NewUnstartedServer(nil)
+	cert.StartTLS() // for its self-signed certificate
+	cfg := cert.TLS.Clone()
+	cert.Close()
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsLn := tls.NewListener(raw, cfg)
+	t.Cleanup(func() { tlsLn.Close() })
+	go serveBarrier(tlsLn, n)
+
+	var mu sync.Mutex
+	var held []chan struct{}
+	https := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		release := make(chan struct{})
+		mu.Lock()
+		held = append(held, release)
+		if len(held) == n {
+			for _, c := range held {
+				close(c)
+			}
+		}
+		mu.Unlock()
+		<-release
+		fmt.Fprintf(w, "https:%s", r.URL.Query().Get("id"))
+	}))
+	https.StartTLS()
+	t.Cleanup(https.Close)
+	httpsPort := https.Listener.Addr().(*net.TCPAddr).Port
+
+	var buf []byte
+	expect := map[uint32]string{}
+	for i := uint32(1); i <= n; i++ {
+		buf = append(buf, encodeRequest(2*i-1, request{URI: fmt.Sprintf("/tls?id=%d&port=%d", 2*i-1, raw.Addr().(*net.TCPAddr).Port)})...)
+		expect[2*i-1] = fmt.Sprintf("echo:%d", 2*i-1)
+		buf = append(buf, encodeRequest(2*i, request{URI: fmt.Sprintf("/https?id=%d&port=%d", 2*i, httpsPort)})...)
+		expect[2*i] = fmt.Sprintf("https:%d", 2*i)
+	}
+	if err := <-p.write(buf); err != nil {
+		t.Fatal(err)
+	}
+	answers, _ := collect(t, p, len(expect))
+	for id, want := range expect {
+		if a := answers[id]; a.status != 200 || a.body.String() != want {
+			t.Errorf("request %d: %d %q, want %q\n%s", id, a.status, a.body.String(), want, p.log)
 		}
 	}
 }

@@ -167,6 +167,21 @@ $worker->serve(static function (Request $r) use (&$finallyRan): Response {
             $redis->close();
 
             return new Response(200, [], 'pushed');
+        case '/tls': // TLS: OpenSSL's handshake, reads and writes wait through poll()
+            $context = stream_context_create(['ssl' => ['verify_peer' => false, 'verify_peer_name' => false]]);
+            $s = stream_socket_client('tls://127.0.0.1:' . $q['port'], $errno, $error, 5, STREAM_CLIENT_CONNECT, $context);
+            if ($s === false) {
+                return new Response(500, [], "connect: $error");
+            }
+            fwrite($s, "$mine\n");
+            $line = (string) fgets($s);
+            fclose($s);
+
+            return new Response(200, [], trim($line));
+        case '/https':
+            $context = stream_context_create(['ssl' => ['verify_peer' => false, 'verify_peer_name' => false]]);
+
+            return new Response(200, [], (string) file_get_contents('https://127.0.0.1:' . $q['port'] . '/?id=' . $mine, false, $context));
         case '/mem':
             gc_collect_cycles();
 
