@@ -213,3 +213,23 @@ func TestConcurrentResetFailsNone(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentClientLeavingCancelsItsRequest: a client that leaves gets its own context's
+// error (not a worker failure), the worker is told to cancel, and the request's capacity comes
+// back.
+func TestConcurrentClientLeavingCancelsItsRequest(t *testing.T) {
+	obs := &counting{}
+	p := newConcurrentPool(t, Options{Size: 1, Concurrency: 2, Observer: obs})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan result, 1)
+	go func() { done <- call(t, p, ctx, "/sleep", "ms=60000") }()
+	waitFor(t, "the request in flight", func() bool { return inFlight(p) == 1 })
+	cancel()
+	if r := <-done; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("the request whose client left: %+v", r)
+	}
+	waitFor(t, "its capacity back", func() bool { return inFlight(p) == 0 })
+	if got := obs.replaced.Load(); got != 0 {
+		t.Errorf("%d workers replaced; a cancelled request that ends costs none", got)
+	}
+}
