@@ -222,3 +222,19 @@ func TestConcurrentResetUnderLoadFailsNone(t *testing.T) {
 		t.Fatalf("%d requests failed across the reset, first: %s", len(failed), failed[0])
 	}
 }
+
+// TestConcurrentMultipartUpload: concurrent requests run in the PHP library's loop, which takes
+// the fields and files the server parsed from a multipart body (under concurrency 1 the native
+// runtime's PHP parses it itself).
+func TestConcurrentMultipartUpload(t *testing.T) {
+	t.Parallel()
+	s, _ := startConcurrent(t, 1, 8, "")
+	body := "--XyZ\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nhello\r\n" +
+		"--XyZ\r\nContent-Disposition: form-data; name=\"doc\"; filename=\"a.txt\"\r\nContent-Type: text/plain\r\n\r\n" +
+		strings.Repeat("x", 100000) + "\r\n--XyZ--\r\n"
+	r := do(t, "POST", s.URL+"/upload", strings.NewReader(body), "Content-Type", "multipart/form-data; boundary=XyZ")
+	want := `{"fields":{"title":"hello"},"files":{"doc":["a.txt",100000,100000]}}`
+	if r.Status != 200 || string(r.Body) != want {
+		t.Fatalf("upload: %d %s, want %s", r.Status, r.Body, want)
+	}
+}

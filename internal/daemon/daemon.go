@@ -140,7 +140,9 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 			MaxInputVars:   cfg.HTTP.MaxInputVars,
 		},
 		MaxBodySize:    int64(cfg.HTTP.MaxBodySize),
-		ParseMultipart: !native, // the native runtime's PHP parses bodies itself, as under PHP-FPM
+		// The native runtime's PHP parses bodies itself, as under PHP-FPM; concurrent requests
+		// run in the PHP library's loop, which takes the fields and files the server parsed.
+		ParseMultipart: !native || cfg.Workers.Concurrency > 1,
 		Root:           root,
 		SendfileDirs:   sendfileDirs,
 		Classic:        len(cfg.Workers.Command) == 0,
