@@ -480,8 +480,8 @@ func writeAdminConfig(t *testing.T, addr string) string {
 	return p
 }
 
-// TestJobsThroughput measures, for each driver, 1 KiB payloads pushed from HTTP requests and
-// consumed by 2 consumers (testdata/workers/job-bench.php, which does nothing): the rate of
+// TestJobsThroughput measures, for each driver, 1 KiB payloads pushed from HTTP requests (8
+// workers, 16 clients) and consumed by 2 consumers (testdata/workers/job-bench.php, which does nothing): the rate of
 // the whole path (pushing while consuming), the rate at which 2 consumers drain a full queue,
 // and the latency a push adds to a request (p50, p99, over a request without one). It asserts
 // nothing about speed; it runs with PEREGRINE_BENCH_JOBS=1 (or the number of jobs), best with
@@ -500,7 +500,7 @@ func TestJobsThroughput(t *testing.T) {
 			s := startServer(t, fmt.Sprintf(`workers:
   runtime: native
   command: php %s
-  count: 2
+  count: 8
 jobs:
   pipelines:
 %s  consumers:
@@ -558,8 +558,11 @@ admin:
 			pushed := send("/push?pipeline=q", lat, 1)
 			waitDone("the latency round", int64(lat))
 
-			// Throughput: 16 clients push while the consumers run them.
+			// Throughput: 16 clients push while the consumers run them; the same without a push.
 			start := time.Now()
+			send("/noop", n, 16)
+			noop := time.Since(start)
+			start = time.Now()
 			send("/push?pipeline=q", n, 16)
 			pushTime := time.Since(start)
 			waitDone("every job", int64(lat+n))
@@ -578,9 +581,9 @@ admin:
 			waitDone("the drain", before+int64(n))
 			drain := time.Since(start)
 
-			t.Logf("%s: %d jobs of 1 KiB: pushed from HTTP at %.0f/s, pushed and done at %.0f jobs/s; 2 consumers drain %.0f jobs/s; "+
+			t.Logf("%s: %d jobs of 1 KiB: pushed from HTTP at %.0f/s (requests without a push: %.0f/s), pushed and done at %.0f jobs/s; 2 consumers drain %.0f jobs/s; "+
 				"push adds p50 %v, p99 %v to a request (p50 %v, p99 %v without)",
-				driver, n, float64(n)/pushTime.Seconds(), float64(n)/whole.Seconds(), float64(n)/drain.Seconds(),
+				driver, n, float64(n)/pushTime.Seconds(), float64(n)/noop.Seconds(), float64(n)/whole.Seconds(), float64(n)/drain.Seconds(),
 				pct(pushed, 0.5)-pct(base, 0.5), pct(pushed, 0.99)-pct(base, 0.99),
 				pct(base, 0.5), pct(base, 0.99))
 		})

@@ -148,9 +148,10 @@ func (b *background) startConsumers(ctx context.Context, cfg config.Config, base
 	for _, pc := range cfg.Jobs.Consumed() {
 		p, _ := b.set.Get(pc.Name)
 		timeout := time.Duration(pc.Timeout)
-		// Two loops per consumer: while one job runs, the next is received.
+		// Four runners per consumer: while one job runs, the next ones are received, several per
+		// round trip to the broker, and wait in the pool's queue.
 		b.loops.Go(func() {
-			p.Consume(loopCtx, 2*count, func(ctx context.Context, j *jobs.Job) error { return b.runJob(ctx, j, timeout) })
+			p.Consume(loopCtx, 4*count, func(ctx context.Context, j *jobs.Job) error { return b.runJob(ctx, j, timeout) })
 		})
 	}
 	b.log.Info("job consumers started", "count", count, "pipelines", len(cfg.Jobs.Consumed()))

@@ -114,11 +114,20 @@ func (n *NATS) Push(ctx context.Context, j *Job) error {
 	return n.publish(ctx, n.subject, j)
 }
 
-// fetch receives up to max messages of c, waiting at most a second.
+// fetch receives up to max messages of c: those available at once, or else the first to
+// come within a second. Messages it received are returned even if ctx ended meanwhile (the
+// caller gives them back).
 func fetch(ctx context.Context, c jetstream.Consumer, max int) ([]jetstream.Msg, error) {
+	if batch, err := c.FetchNoWait(max); err == nil {
+		if msgs := drain(batch); len(msgs) > 0 {
+			return msgs, nil
+		}
+	} else if ctx.Err() == nil {
+		return nil, err
+	}
 	fctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	batch, err := c.Fetch(max, jetstream.FetchContext(fctx))
+	batch, err := c.Fetch(1, jetstream.FetchContext(fctx))
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -128,15 +137,23 @@ func fetch(ctx context.Context, c jetstream.Consumer, max int) ([]jetstream.Msg,
 		}
 		return nil, err
 	}
+	msgs := drain(batch)
+	if len(msgs) > 0 {
+		return msgs, nil
+	}
+	if err := batch.Error(); err != nil && ctx.Err() == nil &&
+		!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+		return nil, err
+	}
+	return nil, ctx.Err()
+}
+
+func drain(batch jetstream.MessageBatch) []jetstream.Msg {
 	var msgs []jetstream.Msg
 	for m := range batch.Messages() {
 		msgs = append(msgs, m)
 	}
-	if err := batch.Error(); err != nil && len(msgs) == 0 && ctx.Err() == nil &&
-		!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
-		return nil, err
-	}
-	return msgs, ctx.Err()
+	return msgs
 }
 
 // mover publishes delayed jobs to the queue when they are due.
@@ -202,9 +219,10 @@ func (n *NATS) Receive(ctx context.Context, max int) ([]*Delivery, error) {
 	}
 }
 
-// Ack implements Driver.
-func (n *NATS) Ack(ctx context.Context, d *Delivery) error {
-	return d.ref.(jetstream.Msg).DoubleAck(ctx)
+// Ack implements Driver. The acknowledgement is sent without waiting for the server's
+// confirmation: should it be lost, the job runs again after the ack wait (at least once).
+func (n *NATS) Ack(_ context.Context, d *Delivery) error {
+	return d.ref.(jetstream.Msg).Ack()
 }
 
 // Retry implements Driver: the next attempt is stored before this one is acknowledged.

@@ -107,22 +107,49 @@ func (p *Pipeline) resumed() (<-chan struct{}, context.Context) {
 	return p.resume, p.pausing
 }
 
-// Consume runs n loops that receive jobs and run them with h, until ctx is done; then it waits
-// for the jobs that have begun and returns. Each loop holds at most one job, so no job waits
-// for a consumer after it was received.
+// Consume runs jobs with h on n goroutines until ctx is done; then it waits for the jobs that
+// have begun and returns. One fetcher receives jobs for all n, as many at once as there are
+// free runners, so no job waits in this server for a runner after it was received (its
+// timeout runs from its receipt), and a broker round trip serves several jobs under load.
 func (p *Pipeline) Consume(ctx context.Context, n int, h Handler) {
-	var wg sync.WaitGroup
 	p.consumers.Add(int64(n))
 	defer p.consumers.Add(-int64(n))
+	deliveries := make(chan *Delivery)
+	free := make(chan struct{}, n) // a token per runner that finished a job
+	var wg sync.WaitGroup
 	for range n {
-		wg.Go(func() { p.loop(ctx, h) })
+		wg.Go(func() {
+			for d := range deliveries {
+				p.run(context.WithoutCancel(ctx), d, h)
+				free <- struct{}{}
+			}
+		})
 	}
+	p.fetch(ctx, n, free, deliveries)
+	close(deliveries)
 	wg.Wait()
 }
 
-func (p *Pipeline) loop(ctx context.Context, h Handler) {
+// fetch receives jobs for the runners while ctx lasts; idle counts the runners without a job.
+func (p *Pipeline) fetch(ctx context.Context, idle int, free <-chan struct{}, deliveries chan<- *Delivery) {
 	failures := 0
 	for ctx.Err() == nil {
+		if idle == 0 {
+			select {
+			case <-free:
+				idle++
+			case <-ctx.Done():
+				return
+			}
+		}
+		for more := true; more; {
+			select {
+			case <-free:
+				idle++
+			default:
+				more = false
+			}
+		}
 		resumed, pausing := p.resumed()
 		select {
 		case <-resumed:
@@ -132,7 +159,7 @@ func (p *Pipeline) loop(ctx context.Context, h Handler) {
 		// A Pause ends the wait for a job, so that a paused pipeline takes none.
 		rctx, cancel := context.WithCancel(ctx)
 		stop := context.AfterFunc(pausing, cancel)
-		ds, err := p.opts.Driver.Receive(rctx, 1)
+		ds, err := p.opts.Driver.Receive(rctx, idle)
 		stop()
 		cancel()
 		if err != nil {
@@ -159,7 +186,8 @@ func (p *Pipeline) loop(ctx context.Context, h Handler) {
 				}
 				continue
 			}
-			p.run(context.WithoutCancel(ctx), d, h)
+			deliveries <- d // a runner is idle: it takes it at once
+			idle--
 		}
 	}
 }
