@@ -589,3 +589,122 @@ admin:
 		})
 	}
 }
+
+// brokerProcess is a Redis or NATS server of a test's own, on a free port, keeping its data in
+// a directory of the test, so that it can be killed and started again.
+type brokerProcess struct {
+	argv []string
+	cmd  *exec.Cmd
+	addr string
+}
+
+func startBrokerProcess(t *testing.T, addr string, argv ...string) *brokerProcess {
+	t.Helper()
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		t.Skipf("%s is not installed", argv[0])
+	}
+	b := &brokerProcess{argv: argv, addr: addr}
+	b.start(t)
+	t.Cleanup(func() { b.kill() })
+	return b
+}
+
+func (b *brokerProcess) start(t *testing.T) {
+	t.Helper()
+	b.cmd = exec.Command(b.argv[0], b.argv[1:]...)
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, b.argv[0]+" to listen on "+b.addr, func() bool {
+		c, err := net.DialTimeout("tcp", b.addr, time.Second)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err == nil
+	})
+}
+
+func (b *brokerProcess) kill() {
+	if b.cmd != nil && b.cmd.Process != nil {
+		_ = b.cmd.Process.Kill()
+		_ = b.cmd.Wait()
+	}
+}
+
+// TestBrokerRestartLosesNoPushedJob: jobs are pushed from HTTP requests while the broker is
+// killed (SIGKILL) and started again; every push that was acknowledged to PHP (its request got
+// 200 and an id) is done once the broker is back. Redis runs with appendfsync always, NATS
+// with its file store, each a server of the test's own.
+func TestBrokerRestartLosesNoPushedJob(t *testing.T) {
+	for _, driver := range []string{"redis", "nats"} {
+		t.Run(driver, func(t *testing.T) {
+			addr := freeAddr(t)
+			host, port, _ := net.SplitHostPort(addr)
+			dir := t.TempDir()
+			var broker *brokerProcess
+			var pipeline string
+			if driver == "redis" {
+				broker = startBrokerProcess(t, addr, "redis-server", "--bind", host, "--port", port, "--dir", dir,
+					"--save", "", "--appendonly", "yes", "--appendfsync", "always")
+				pipeline = fmt.Sprintf("    q: { driver: redis, redis: { address: %q }, timeout: 5s }\n", addr)
+			} else {
+				broker = startBrokerProcess(t, addr, "/usr/sbin/nats-server", "-a", host, "-p", port, "-js", "-sd", dir)
+				pipeline = fmt.Sprintf("    q: { driver: nats, nats: { url: \"nats://%s\" }, timeout: 5s }\n", addr)
+			}
+			log := newJobLog(t)
+			s := jobsServer(t, "cli", pipeline, log.path, 2, "")
+
+			var mu sync.Mutex
+			var acked []string
+			refused := 0
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						r, err := doErr(context.Background(), "POST", s.URL+"/push?pipeline=q", strings.NewReader(`{"do":"ok"}`))
+						mu.Lock()
+						if err == nil && r.Status == 200 {
+							acked = append(acked, string(r.Body))
+						} else {
+							refused++
+						}
+						mu.Unlock()
+					}
+				})
+			}
+			count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+			eventually(t, 30*time.Second, "100 pushes", func() bool { return count() >= 100 })
+			broker.kill()
+			time.Sleep(500 * time.Millisecond) // pushes fail meanwhile
+			broker.start(t)
+			before := count()
+			eventually(t, 60*time.Second, "pushes acknowledged again", func() bool { return count() >= before+100 })
+			close(stop)
+			wg.Wait()
+			eventually(t, 90*time.Second, "every acknowledged push done", func() bool {
+				d := log.done(t)
+				for _, id := range acked {
+					if d[id] == 0 {
+						return false
+					}
+				}
+				return true
+			})
+			d := log.done(t)
+			dups := 0
+			for _, id := range acked {
+				if d[id] > 1 {
+					dups++
+				}
+			}
+			t.Logf("%s restarted under load: %d pushes acknowledged, all done (%d twice), %d refused while it was down",
+				driver, len(acked), dups, refused)
+		})
+	}
+}
