@@ -74,7 +74,12 @@ func parseEntry(dir, entry string) (rule, error) {
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(dir, p)
 	}
-	p = filepath.Clean(p)
+	// An absolute path, so that the root of "*.php" under the dir "." is that directory and
+	// not "/" (an empty leading part).
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return rule{}, fmt.Errorf("workers.watch: %q: %w", entry, err)
+	}
 	if !strings.ContainsAny(p, "*?[") {
 		return rule{root: p}, nil
 	}

@@ -119,3 +119,24 @@ func TestMissingDirectoryIsAnError(t *testing.T) {
 		t.Fatal("watching a missing directory succeeded")
 	}
 }
+
+// A relative glob under a relative dir (the default workers.dir ".") is rooted in that
+// directory, not in "/" (issue 15 item 18: the server walked from / and failed).
+func TestRelativeGlobUnderRelativeDir(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	r, err := parseEntry(".", "*.php")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := filepath.EvalSymlinks(dir); r.root != dir && r.root != want {
+		t.Fatalf("root %q, want %q", r.root, dir)
+	}
+	ch := start(t, ".", "*.php")
+	if err := os.WriteFile(filepath.Join(dir, "index.php"), []byte("<?php\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c := expectOne(t, ch); filepath.Base(c.Path) != "index.php" {
+		t.Fatalf("change %+v, want index.php", c)
+	}
+}
