@@ -24,6 +24,16 @@ import (
 // fastcgi_buffering).
 const memoryAnswer = maxPooledBuffer
 
+// connAnswerMemory is how much answer memory the requests of one connection may hold together.
+// An HTTP/1.1 connection runs one request at a time and never reaches it; an HTTP/2 client that
+// opens 128 streams and reads nothing would otherwise hold 128 x memoryAnswer (32 MiB) per
+// connection: past it, answers wait in their temporary files from their first byte.
+const connAnswerMemory = 1 << 20
+
+// spillCopy is the buffer a spilled answer is copied to the client with; an answer blocked on a
+// client that reads nothing holds one.
+const spillCopy = 16 << 10
+
 // answer receives one request's answer from its worker (it is a worker.Answer). Until PHP asks
 // for a flush it collects the answer, and the handler writes it once the worker is free; from
 // the first flush on it writes each part to the client as it arrives. Its frames may arrive on
@@ -50,6 +60,8 @@ type answer struct {
 	body    *[]byte  // pooled, up to memoryAnswer
 	spill   *os.File // the rest, in an unlinked temporary file
 	size    int64
+	conn    *localAddr // the connection, whose answer memory body counts against; nil: none
+	held    int64      // bytes of body counted against conn
 
 	sendfile protocol.Field // X-Sendfile or X-Accel-Redirect, when PHP named a file to send
 
@@ -142,14 +154,24 @@ func (a *answer) collect(p []byte) error {
 	if a.body == nil {
 		a.body = a.bufs.Get().(*[]byte)
 	}
-	if a.spill == nil && len(*a.body)+len(p) <= memoryAnswer {
+	fits := a.spill == nil && len(*a.body)+len(p) <= memoryAnswer
+	if fits && a.reserve(len(p)) {
 		*a.body = append(*a.body, p...)
 		a.size += int64(len(p))
 		return nil
 	}
 	if a.spill == nil {
 		f, err := a.h.tempFile()
-		if err != nil {
+		switch {
+		case err != nil && fits:
+			// Over the connection's share, but no file to wait in (out of descriptors):
+			// memory it is, as before the share existed.
+			a.conn.answerMem.Add(int64(len(p)))
+			a.held += int64(len(p))
+			*a.body = append(*a.body, p...)
+			a.size += int64(len(p))
+			return nil
+		case err != nil:
 			return fmt.Errorf("cannot hold a large answer: %w", err)
 		}
 		a.spill = f
@@ -159,6 +181,20 @@ func (a *answer) collect(p []byte) error {
 	}
 	a.size += int64(len(p))
 	return nil
+}
+
+// reserve counts n more bytes of body against the connection's answer memory, and reports
+// false, counting nothing, when that would pass connAnswerMemory.
+func (a *answer) reserve(n int) bool {
+	if a.conn == nil {
+		return true
+	}
+	if a.conn.answerMem.Add(int64(n)) > connAnswerMemory {
+		a.conn.answerMem.Add(-int64(n))
+		return false
+	}
+	a.held += int64(n)
+	return true
 }
 
 // writeHeader sends the status and headers; whole says the body is complete, so its length is
@@ -236,6 +272,10 @@ func (a *answer) writeCollected() {
 	if a.body != nil {
 		a.send(*a.body, false)
 		*a.body = (*a.body)[:0]
+		if a.held > 0 { // sent: the connection may use it again
+			a.conn.answerMem.Add(-a.held)
+			a.held = 0
+		}
 	}
 	if a.spill == nil || a.clientErr != nil {
 		return
@@ -244,7 +284,7 @@ func (a *answer) writeCollected() {
 		a.clientErr = err
 		return
 	}
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, spillCopy)
 	for a.clientErr == nil {
 		n, err := a.spill.Read(buf)
 		a.send(buf[:n], false)
@@ -283,6 +323,10 @@ func (a *answer) finish() {
 
 // release returns the memory and closes the spill file, which is unlinked already.
 func (a *answer) release() {
+	if a.held > 0 {
+		a.conn.answerMem.Add(-a.held)
+		a.held = 0
+	}
 	if a.body != nil {
 		if cap(*a.body) <= maxPooledBuffer {
 			*a.body = (*a.body)[:0]

@@ -457,3 +457,57 @@ func TestEarlyHints(t *testing.T) {
 		t.Fatalf("final answer %d %v: the hints are not part of it", resp.StatusCode, resp.Header)
 	}
 }
+
+// TestConnAnswerMemoryIsBounded (issue 15 item 10): the answers of one connection's requests
+// hold at most connAnswerMemory in memory together; past it an answer waits in its temporary
+// file from its first byte, and memory an answer gave back is used again.
+func TestConnAnswerMemoryIsBounded(t *testing.T) {
+	h := NewHandler(frameRunner{}, Options{TempDir: t.TempDir()})
+	conn := &localAddr{}
+	part := make([]byte, memoryAnswer)
+	newAnswer := func() *answer {
+		a := &answer{h: h, bufs: &h.bufs, conn: conn}
+		if err := a.collect(part); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	var held []*answer
+	for range connAnswerMemory / memoryAnswer {
+		a := newAnswer()
+		if a.spill != nil {
+			t.Fatalf("answer %d spilled within the connection's share", len(held)+1)
+		}
+		held = append(held, a)
+	}
+	over := newAnswer()
+	if over.spill == nil || over.held != 0 || conn.answerMem.Load() != connAnswerMemory {
+		t.Fatalf("past the share: spill %v, held %d, connection %d", over.spill != nil, over.held, conn.answerMem.Load())
+	}
+	over.release()
+	held[0].release()
+	if conn.answerMem.Load() != connAnswerMemory-memoryAnswer {
+		t.Fatalf("after a release the connection holds %d", conn.answerMem.Load())
+	}
+	if again := newAnswer(); again.spill != nil {
+		t.Fatal("memory given back was not used again")
+	} else {
+		again.release()
+	}
+	for _, a := range held[1:] {
+		a.release()
+	}
+	if n := conn.answerMem.Load(); n != 0 {
+		t.Fatalf("all released, the connection still holds %d", n)
+	}
+	// Without a connection (no ConnContext), no share applies.
+	a := &answer{h: h, bufs: &h.bufs}
+	for range 8 {
+		a = &answer{h: h, bufs: &h.bufs}
+		_ = a.collect(part)
+		if a.spill != nil {
+			t.Fatal("spilled without a connection")
+		}
+		a.release()
+	}
+}

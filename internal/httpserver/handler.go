@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/peregrinephp/peregrine/internal/docroot"
@@ -281,6 +282,7 @@ func (h *Handler) serve(w *countingWriter, r *http.Request) (pid int, bytesIn in
 	*frameBuf = frame[:0]
 
 	a := &answer{w: w, r: r, h: h, bufs: &h.bufs}
+	a.conn, _ = r.Context().Value(localAddrKey{}).(*localAddr)
 	defer a.release()
 	call := &worker.Call{Frame: frame, Answer: a}
 	if body.file != nil {
@@ -471,10 +473,15 @@ func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter 
 
 type localAddrKey struct{}
 
-type localAddr struct{ host, port string }
+// localAddr is what the server keeps per connection: its local address, and the bytes of
+// answers its requests hold in memory (answer.go: at most connAnswerMemory).
+type localAddr struct {
+	host, port string
+	answerMem  atomic.Int64
+}
 
 // ConnContext records the local address of each connection once, so requests need not split
-// it again; set it as http.Server.ConnContext.
+// it again, and the connection's answer memory; set it as http.Server.ConnContext.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	host, port, _ := net.SplitHostPort(c.LocalAddr().String())
 	return context.WithValue(ctx, localAddrKey{}, &localAddr{host: host, port: port})

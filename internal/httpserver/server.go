@@ -27,6 +27,9 @@ type ServerOptions struct {
 	TLS *TLSOptions
 }
 
+// MaxConcurrentStreams is the most HTTP/2 streams a client may have open on one connection.
+const MaxConcurrentStreams = 128
+
 // Server is the public HTTP listener, and with TLS the redirect listener beside it.
 type Server struct {
 	srv *http.Server
@@ -59,6 +62,10 @@ func Listen(addr string, h http.Handler, opts ServerOptions) (*Server, error) {
 		ConnContext:       connContext,
 		ErrorLog:          errorLog(log),
 		Protocols:         new(http.Protocols),
+		// nginx's http2_max_concurrent_streams; more are refused (REFUSED_STREAM), and
+		// clients open them once others end. With connAnswerMemory (answer.go) it bounds what
+		// one HTTP/2 connection that reads nothing holds.
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: MaxConcurrentStreams},
 	}
 	s := &Server{srv: srv, ln: ln, log: log}
 	srv.Protocols.SetHTTP1(true)
