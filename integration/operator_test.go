@@ -4,8 +4,11 @@ package integration
 // reloading, logging and installing the server.
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -22,5 +25,58 @@ func TestWatchRelativeGlob(t *testing.T) {
 	s.log.waitFor(t, `all workers replaced`, 10*time.Second)
 	if pidOf(t, s) == first {
 		t.Fatal("worker not replaced after index.php changed")
+	}
+}
+
+// A boot failure says PHP's message once, with the count of workers that failed the same way
+// (issue 15 item 19: 16 workers printed it 32 times and more).
+func TestBootFailureSaidOnce(t *testing.T) {
+	t.Parallel()
+	s := launch(t, "workers:\n  command: php "+fixture(t, "boot-syntax-error.php")+"\n  count: 6\n")
+	if code := s.wait(t, 60*time.Second); code != 1 {
+		t.Fatalf("exit code %d, want 1; log:\n%s", code, s.log.String())
+	}
+	log := s.log.String()
+	// Once in the log (at ERROR), once in the error that ends the server.
+	if n := strings.Count(log, "syntax error, unexpected"); n != 2 {
+		t.Errorf("PHP's message printed %d times, want 2 (the log line and the error); log:\n%s", n, log)
+	}
+	if !strings.Contains(log, "6 of 6 workers") {
+		t.Errorf("the error does not say how many workers failed; log:\n%s", log)
+	}
+	if !regexp.MustCompile(`"level":"ERROR","msg":"PHP Parse error`).MatchString(log) {
+		t.Errorf("the parse error is not logged at ERROR; log:\n%s", log)
+	}
+}
+
+// PHP's fatal errors are logged at ERROR, and an uncaught exception with its stack trace is one
+// record (issue 15 item 22).
+func TestPHPFatalLoggedAsOneErrorRecord(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	script := filepath.Join(dir, "throw.php")
+	if err := os.WriteFile(script, []byte("<?php\nfunction f() { throw new RuntimeException('boom at boot'); }\nf();\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := launch(t, "log:\n  format: json\nworkers:\n  command: php "+script+"\n  runtime: native\n  count: 1\n")
+	s.wait(t, 60*time.Second)
+	var record map[string]any
+	for _, line := range strings.Split(s.log.String(), "\n") {
+		if strings.Contains(line, "boom at boot") && strings.HasPrefix(line, "{") {
+			if err := json.Unmarshal([]byte(line), &record); err != nil {
+				t.Fatalf("%v: %s", err, line)
+			}
+			break
+		}
+	}
+	if record == nil {
+		t.Fatalf("no JSON record of the exception; log:\n%s", s.log.String())
+	}
+	msg, _ := record["msg"].(string)
+	if record["level"] != "ERROR" || !strings.Contains(msg, "Stack trace:\n#0 ") || !strings.Contains(msg, "#1 {main}") || !strings.Contains(msg, "thrown in") {
+		t.Errorf("want one ERROR record holding the whole trace, got %v; log:\n%s", record, s.log.String())
+	}
+	if n := strings.Count(s.log.String(), `"msg":"#1 {main}"`); n != 0 {
+		t.Errorf("a stack trace line logged as a record of its own; log:\n%s", s.log.String())
 	}
 }

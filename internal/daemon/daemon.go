@@ -102,12 +102,13 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		poolObs, httpObs = metrics, metrics
 	}
 
+	phpOutput := newPHPLog(log.Handler()) // phplog.go: fatals at ERROR, traces whole, boot lines once
 	workerOpts := worker.Options{
 		Argv:        argv,
 		Dir:         cfg.Workers.Dir,
 		Env:         append(append(workerEnv(cfg), tbl.Env()...), bg.Env()...),
 		BootTimeout: time.Duration(cfg.Workers.BootTimeout),
-		Logger:      log,
+		Logger:      slog.New(phpOutput),
 	}
 	if cfg.Workers.Fork { // Validate has checked that argv is the native runtime's
 		tmpl, err := worker.StartTemplate(ctx, workerOpts)
@@ -200,8 +201,10 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		changes = w.Run(watchCtx)
 	}
 
-	if err := p.Start(ctx); err != nil {
-		return fmt.Errorf("the PHP workers could not start (%s): %w", cfg.Workers.Command, err)
+	err = p.Start(ctx)
+	phpOutput.endBoot()
+	if err != nil {
+		return fmt.Errorf("the PHP workers could not start (%s): %w", cfg.Workers.Command, summarizeStart(err, count))
 	}
 	if err := bg.startConsumers(ctx, cfg, workerOpts, uploadDir); err != nil {
 		p.Stop(ctx)
