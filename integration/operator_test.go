@@ -5,6 +5,7 @@ package integration
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -79,4 +80,26 @@ func TestPHPFatalLoggedAsOneErrorRecord(t *testing.T) {
 	if n := strings.Count(s.log.String(), `"msg":"#1 {main}"`); n != 0 {
 		t.Errorf("a stack trace line logged as a record of its own; log:\n%s", s.log.String())
 	}
+}
+
+// The bodies of 503 and 504 name no config key; the log does (issue 15 item 20).
+func TestErrorBodiesNameNoConfigKey(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "workers:\n  command: php "+fixture(t, "app.php")+"\n  count: 1\n  allocate_timeout: 300ms\n  exec_timeout: 2s\n")
+	slow := make(chan response, 1)
+	go func() { slow <- get(t, s.URL+"/sleep?ms=5000") }()
+	s.log.waitFor(t, `sleeping in /sleep\?ms=5000`, 10*time.Second)
+	busy := get(t, s.URL+"/pid")
+	timedOut := <-slow
+	keys := regexp.MustCompile(`allocate_timeout|max_queue|exec_timeout|workers\.`)
+	for _, r := range []response{busy, timedOut} {
+		if keys.Match(r.Body) {
+			t.Errorf("%d body names a config key: %q", r.Status, r.Body)
+		}
+	}
+	if busy.Status != http.StatusServiceUnavailable || timedOut.Status != http.StatusGatewayTimeout {
+		t.Fatalf("statuses %d and %d, want 503 and 504", busy.Status, timedOut.Status)
+	}
+	s.log.waitFor(t, `allocate_timeout`, 10*time.Second)
+	s.log.waitFor(t, `exec_timeout`, 10*time.Second)
 }

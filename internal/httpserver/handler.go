@@ -314,11 +314,13 @@ func (h *Handler) fail(w *countingWriter, r *http.Request, pid int, err error) {
 			w.Header().Set("Retry-After", "1")
 		}
 		switch pe.Status {
+		// The client is told what happened, never the server's config keys: those are for the log.
 		case http.StatusServiceUnavailable:
-			httpError(w, pe.Status, "no PHP worker available: "+pe.Error())
+			h.log.Warn("request refused: no PHP worker available", "method", r.Method, "path", r.URL.Path, "err", err)
+			httpError(w, pe.Status, "no PHP worker is available; try again later")
 		case http.StatusGatewayTimeout:
-			h.log.Error("request exceeded exec_timeout; worker killed", "pid", pid, "method", r.Method, "path", r.URL.Path)
-			httpError(w, pe.Status, "the PHP worker did not answer within workers.exec_timeout")
+			h.log.Error("request exceeded workers.exec_timeout; worker killed", "pid", pid, "method", r.Method, "path", r.URL.Path)
+			httpError(w, pe.Status, "the PHP worker did not answer in time")
 		default:
 			h.log.Error("request failed: worker failed", "pid", pid, "method", r.Method, "path", r.URL.Path, "err", err)
 			httpError(w, pe.Status, "the PHP worker failed while handling the request; see the server log")
