@@ -64,7 +64,7 @@ func startBackground(ctx context.Context, cfg config.Config, log *slog.Logger) (
 			return nil, fmt.Errorf("jobs.pipelines.%s: %w", pc.Name, err)
 		}
 		b.set.Add(jobs.New(jobs.Options{Name: pc.Name, Driver: d, Retries: pc.Retries, Backoff: time.Duration(pc.Backoff),
-			DeadLetter: pc.DeadLetter, Logger: log}), pc.Driver)
+			DeadLetter: pc.DeadLetter, Timeout: time.Duration(pc.Timeout), Logger: log}), pc.Driver)
 	}
 	for _, sc := range cfg.KV.Stores {
 		var s kv.Store = kv.NewMemory()
@@ -136,7 +136,7 @@ func (b *background) startConsumers(ctx context.Context, cfg config.Config, base
 		Worker:      opts,
 		MaxJobs:     cs.MaxJobs,
 		MaxMemory:   int64(cs.MaxMemory),
-		ExecTimeout: longest, // each job's own timeout bounds it too (runJob)
+		ExecTimeout: longest, // from the moment a consumer takes the job, not while it waits
 		StopTimeout: time.Duration(cfg.Workers.StopTimeout),
 		Logger:      b.log.With("pool", "consumers"),
 	})
@@ -147,11 +147,8 @@ func (b *background) startConsumers(ctx context.Context, cfg config.Config, base
 	b.stop = stop
 	for _, pc := range cfg.Jobs.Consumed() {
 		p, _ := b.set.Get(pc.Name)
-		timeout := time.Duration(pc.Timeout)
-		// Four runners per consumer: while one job runs, the next ones are received, several per
-		// round trip to the broker, and wait in the pool's queue.
 		b.loops.Go(func() {
-			p.Consume(loopCtx, 4*count, func(ctx context.Context, j *jobs.Job) error { return b.runJob(ctx, j, timeout) })
+			p.Consume(loopCtx, count, b.runJob)
 		})
 	}
 	b.log.Info("job consumers started", "count", count, "pipelines", len(cfg.Jobs.Consumed()))
@@ -188,7 +185,7 @@ func (a *jobAnswer) Frame(t protocol.Type, _ uint16, payload []byte) error {
 // runJob hands a job to a consumer as a JOB request (docs/protocol.md): path /PIPELINE, the
 // job's id, attempt and headers in x-peregrine-job-* headers, the payload as body. A 2xx answer
 // is success; any other status, a crash (502) or the timeout (504) is a failure.
-func (b *background) runJob(ctx context.Context, j *jobs.Job, timeout time.Duration) error {
+func (b *background) runJob(ctx context.Context, j *jobs.Job) error {
 	headers := []protocol.Field{
 		{Name: "content-type", Value: "application/json"},
 		{Name: "content-length", Value: strconv.Itoa(len(j.Payload))},
@@ -209,8 +206,6 @@ func (b *background) runJob(ctx context.Context, j *jobs.Job, timeout time.Durat
 		return fmt.Errorf("the job cannot be sent to a consumer: %w", err)
 	}
 	ans := &jobAnswer{}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	pid, err := b.consumers.Do(ctx, &worker.Call{Frame: frame, Answer: ans})
 	if err != nil {
 		var pe *pool.Error

@@ -410,3 +410,32 @@ func TestPauseStopsReceiving(t *testing.T) {
 		r.waitFor(t, "the job after resume", func() bool { return len(r.attempts[id]) == 1 })
 	})
 }
+
+// TestSlowJobsAreNotHeldAhead: a pipeline holds up to MaxAhead jobs per consumer while jobs
+// are fast, and fewer once they take a good part of the timeout (here a quarter: one ahead).
+func TestSlowJobsAreNotHeldAhead(t *testing.T) {
+	d := NewMemory()
+	p := New(Options{Name: "q", Driver: d, Timeout: 400 * time.Millisecond})
+	var mu sync.Mutex
+	maxHeld, ran := 0, 0
+	consume(t, p, 1, func(context.Context, *Job) error {
+		s, _ := d.Stats(context.Background())
+		mu.Lock()
+		ran++
+		if ran > 2*MaxAhead { // the first fetch knew no job's time yet, and its jobs end together
+			maxHeld = max(maxHeld, int(s.Running))
+		}
+		mu.Unlock()
+		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	for range 4 * MaxAhead {
+		if _, err := p.Push(context.Background(), "x", nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitStats(t, d, "every job done", func(s Stats) bool { return s == Stats{} })
+	if maxHeld > 3 { // 1 running, 1 ahead, and the one a wait for a free runner may add
+		t.Errorf("%d jobs held at once for one consumer of 100ms jobs with a 400ms timeout", maxHeld)
+	}
+}

@@ -21,7 +21,10 @@ type Options struct {
 	// DeadLetter keeps jobs that failed their last attempt in the dead letters; otherwise they
 	// are dropped (and logged).
 	DeadLetter bool
-	Logger     *slog.Logger
+	// Timeout is the pipeline's timeout; Consume holds fewer jobs ahead when jobs take a good
+	// part of it. 0 holds MaxAhead per consumer whatever the jobs' time.
+	Timeout time.Duration
+	Logger  *slog.Logger
 }
 
 // Handler runs one job. A nil error acknowledges it; any other error is a failed attempt.
@@ -43,6 +46,7 @@ type Pipeline struct {
 	pushed, done, failed, retried, dead atomic.Int64
 	consumers                           atomic.Int64
 	lastAge                             atomic.Int64 // queue age of the last job received, ms
+	avgRun                              atomic.Int64 // moving average of a job's time, ns
 }
 
 // New returns a pipeline over opts.Driver, which it owns from then on.
@@ -107,13 +111,20 @@ func (p *Pipeline) resumed() (<-chan struct{}, context.Context) {
 	return p.resume, p.pausing
 }
 
-// Consume runs jobs with h on n goroutines until ctx is done; then it waits for the jobs that
-// have begun and returns. One fetcher receives jobs for all n, as many at once as there are
-// free runners, so no job waits in this server for a runner after it was received (its
-// timeout runs from its receipt), and a broker round trip serves several jobs under load.
-func (p *Pipeline) Consume(ctx context.Context, n int, h Handler) {
-	p.consumers.Add(int64(n))
-	defer p.consumers.Add(-int64(n))
+// MaxAhead is how many jobs per consumer a pipeline may hold at once: one running, the others
+// received and waiting for it, so that one broker round trip brings several jobs and the
+// consumer never waits for the broker.
+const MaxAhead = 8
+
+// Consume runs jobs with h for workers consumers until ctx is done; then it waits for the jobs
+// that have begun and returns. One fetcher receives jobs for them all, several per round trip,
+// at most MaxAhead per consumer, and fewer when jobs are slow: the jobs waiting here for a
+// consumer should wait no more than a quarter of the timeout, after which another server
+// could take them for jobs of a dead one.
+func (p *Pipeline) Consume(ctx context.Context, workers int, h Handler) {
+	p.consumers.Add(int64(workers))
+	defer p.consumers.Add(-int64(workers))
+	n := workers * MaxAhead
 	deliveries := make(chan *Delivery)
 	free := make(chan struct{}, n) // a token per runner that finished a job
 	var wg sync.WaitGroup
@@ -125,16 +136,27 @@ func (p *Pipeline) Consume(ctx context.Context, n int, h Handler) {
 			}
 		})
 	}
-	p.fetch(ctx, n, free, deliveries)
+	p.fetch(ctx, workers, n, free, deliveries)
 	close(deliveries)
 	wg.Wait()
 }
 
-// fetch receives jobs for the runners while ctx lasts; idle counts the runners without a job.
-func (p *Pipeline) fetch(ctx context.Context, idle int, free <-chan struct{}, deliveries chan<- *Delivery) {
+// ahead returns how many jobs the pipeline may hold for workers consumers: enough for a
+// quarter of the timeout at the average job time, between workers and n.
+func (p *Pipeline) ahead(workers, n int) int {
+	avg := time.Duration(p.avgRun.Load())
+	if avg <= 0 || p.opts.Timeout <= 0 {
+		return n
+	}
+	return min(n, workers*(1+int(min(p.opts.Timeout/4/avg, time.Duration(n)))))
+}
+
+// fetch receives jobs for the n runners while ctx lasts.
+func (p *Pipeline) fetch(ctx context.Context, workers, n int, free <-chan struct{}, deliveries chan<- *Delivery) {
 	failures := 0
+	idle := n // runners without a job
 	for ctx.Err() == nil {
-		if idle == 0 {
+		if idle == 0 || n-idle >= p.ahead(workers, n) {
 			select {
 			case <-free:
 				idle++
@@ -159,7 +181,7 @@ func (p *Pipeline) fetch(ctx context.Context, idle int, free <-chan struct{}, de
 		// A Pause ends the wait for a job, so that a paused pipeline takes none.
 		rctx, cancel := context.WithCancel(ctx)
 		stop := context.AfterFunc(pausing, cancel)
-		ds, err := p.opts.Driver.Receive(rctx, idle)
+		ds, err := p.opts.Driver.Receive(rctx, min(idle, max(1, p.ahead(workers, n)-(n-idle))))
 		stop()
 		cancel()
 		if err != nil {
@@ -200,7 +222,10 @@ func (p *Pipeline) run(ctx context.Context, d *Delivery, h Handler) {
 	if j.Attempt > p.opts.Retries+1 {
 		err = fmt.Errorf("its server died during its last attempt (%s)", j.Error)
 	} else {
+		start := time.Now()
 		err = h(ctx, j)
+		avg := p.avgRun.Load() // a moving average over about 8 jobs; a lost update is harmless
+		p.avgRun.Store(avg + (int64(time.Since(start))-avg)/8)
 	}
 	if err == nil {
 		p.done.Add(1)
