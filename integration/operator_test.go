@@ -4,12 +4,14 @@ package integration
 // reloading, logging and installing the server.
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -102,4 +104,59 @@ func TestErrorBodiesNameNoConfigKey(t *testing.T) {
 	}
 	s.log.waitFor(t, `allocate_timeout`, 10*time.Second)
 	s.log.waitFor(t, `exec_timeout`, 10*time.Second)
+}
+
+// The command line (issue 15 item 23): COMMAND --help prints its usage and exits 0, an unknown
+// command is named first, config check opens the TLS files as serve would.
+func TestCommandLineHelpAndChecks(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	missingTLS := filepath.Join(dir, "tls.yaml")
+	yaml := "workers:\n  command: php x.php\nhttp:\n  tls:\n    cert: " + filepath.Join(dir, "nope.pem") + "\n    key: " + filepath.Join(dir, "nope.key") + "\n"
+	if err := os.WriteFile(missingTLS, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args     []string
+		wantCode int
+		want     string // a regexp the output must match
+	}{
+		{[]string{"workers", "--help"}, 0, `(?s)^usage: peregrine workers .*-json`},
+		{[]string{"reset", "-h"}, 0, `(?s)^usage: peregrine reset .*-c string`},
+		{[]string{"config", "check", "--help"}, 0, `^usage: peregrine config check`},
+		{[]string{"tables", "--help"}, 0, `^usage: peregrine tables`},
+		{[]string{"jobs", "--help"}, 0, `(?s)^usage:.*-delay`},
+		{[]string{"frobnicate"}, 1, `^peregrine: unknown command "frobnicate"`},
+		{[]string{"config", "check", "-c", missingTLS}, 1, `http\.tls\.cert.*nope\.pem: no such file`},
+	}
+	for _, tt := range tests {
+		out, code := runCLI(t, dir, nil, tt.args...)
+		if code != tt.wantCode || !regexp.MustCompile(tt.want).MatchString(out) {
+			t.Errorf("peregrine %v: exit %d, want %d and output matching %q; got:\n%s", tt.args, code, tt.wantCode, tt.want, out)
+		}
+		if strings.Contains(out, "flag: help requested") {
+			t.Errorf("peregrine %v: %s", tt.args, out)
+		}
+	}
+}
+
+// A second SIGINT ends the graceful stop at once: a request that would hold it for an hour
+// fails and the server exits (issue 15 item 23).
+func TestSecondSIGINTStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "workers:\n  command: php "+fixture(t, "app.php")+"\n  count: 1\n  exec_timeout: 1h\n  stop_timeout: 1h\n")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = doErr(context.Background(), "GET", s.URL+"/sleep?ms=3600000", nil)
+	}()
+	s.log.waitFor(t, `sleeping in /sleep\?ms=3600000`, 10*time.Second)
+	s.signal(syscall.SIGINT)
+	s.log.waitFor(t, `stopping: draining`, 10*time.Second)
+	s.signal(syscall.SIGINT)
+	s.wait(t, 30*time.Second)
+	<-done
+	if !strings.Contains(s.log.String(), "second signal") {
+		t.Errorf("the log does not say why the stop was cut short:\n%s", s.log.String())
+	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,6 +29,9 @@ func jobsCommand(args []string, stdout io.Writer) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	delay := fs.Duration("delay", 0, "run the pushed job after this long")
 	pos, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return &helpRequested{usage: jobsUsage, fs: fs}
+	}
 	if err != nil {
 		return fmt.Errorf("jobs: %w\n%s", err, jobsUsage)
 	}

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -52,6 +53,43 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
+	err := dispatch(args, stdout, stderr)
+	var help *helpRequested
+	if errors.As(err, &help) { // COMMAND --help: its usage on stdout, exit 0
+		help.print(stdout)
+		return nil
+	}
+	return err
+}
+
+// helpRequested is returned by a command given -h or --help.
+type helpRequested struct {
+	usage string
+	fs    *flag.FlagSet
+}
+
+func (h *helpRequested) Error() string { return "help requested" }
+
+func (h *helpRequested) print(w io.Writer) {
+	fmt.Fprintln(w, h.usage)
+	if h.fs != nil {
+		fmt.Fprintln(w, "\nFlags:")
+		h.fs.SetOutput(w)
+		h.fs.PrintDefaults()
+	}
+}
+
+// commandUsage is the line of usage that describes command name.
+func commandUsage(name string) string {
+	for _, line := range strings.Split(usage, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "peregrine "+name+" ") || strings.TrimSpace(line) == "peregrine "+name {
+			return "usage: " + strings.TrimSpace(line)
+		}
+	}
+	return "usage: peregrine " + name
+}
+
+func dispatch(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return errUsage
@@ -60,6 +98,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "serve":
 		return serve(args[1:], stdout, stderr)
 	case "config":
+		if len(args) >= 2 && (args[1] == "-h" || args[1] == "--help" || args[1] == "help") {
+			return &helpRequested{usage: commandUsage("config check")}
+		}
 		if len(args) < 2 || args[1] != "check" {
 			return fmt.Errorf("unknown config command; want: peregrine config check [-c FILE]")
 		}
@@ -78,8 +119,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
+	// Said first: after the usage's dozen lines, the reason would scroll by unseen.
+	fmt.Fprintf(stderr, "peregrine: unknown command %q; the commands are:\n\n", args[0])
 	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", args[0])
+	return errUsage
 }
 
 // parseInterleaved parses flags that may stand before or after positional arguments.
@@ -185,12 +228,28 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first SIGINT or SIGTERM stops gracefully; a second one stops at once (the workers are
+	// killed, in-flight requests fail), as an operator pressing ^C twice expects.
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	force := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		if _, ok := <-sigs; !ok {
+			return
+		}
+		stop()
+		if _, ok := <-sigs; ok {
+			logger.Warn("second signal: stopping at once")
+			close(force)
+		}
+	}()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	return daemon.Run(ctx, cfg, daemon.Options{Logger: logger, Banner: stderr, Reset: hup})
+	return daemon.Run(ctx, cfg, daemon.Options{Logger: logger, Banner: stderr, Reset: hup, Force: force})
 }
 
 func newLogger(c config.Log, w io.Writer) *slog.Logger {
@@ -217,6 +276,9 @@ func loadForCommand(name string, args []string) (config.Config, *flag.FlagSet, e
 	file := fs.String("c", "peregrine.yaml", "config file")
 	fs.Bool("json", false, "print JSON")
 	pos, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return config.Config{}, nil, &helpRequested{usage: commandUsage(name), fs: fs}
+	}
 	if err != nil {
 		return config.Config{}, nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -235,8 +297,27 @@ func configCheck(args []string, stdout io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if err := checkFiles(cfg); err != nil {
+		return err
+	}
 	_, err = stdout.Write(cfg.EffectiveYAML())
 	return err
+}
+
+// checkFiles opens what the server will open at start, so that config check fails where
+// serve would: the TLS certificate and key, and the document root.
+func checkFiles(cfg config.Config) error {
+	if t := cfg.HTTP.TLS; t.Cert != "" && t.Key != "" {
+		if _, err := tls.LoadX509KeyPair(t.Cert, t.Key); err != nil {
+			return fmt.Errorf("http.tls.cert and http.tls.key: %w", err)
+		}
+	}
+	if cfg.HTTP.Root != "" {
+		if err := daemon.CheckReadable(cfg.HTTP.Root); err != nil {
+			return fmt.Errorf("http.root: %w", err)
+		}
+	}
+	return nil
 }
 
 func version(stdout io.Writer) error {

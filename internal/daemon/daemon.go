@@ -38,6 +38,9 @@ type Options struct {
 	Banner io.Writer
 	// Reset delivers a value for every request to replace all workers (SIGHUP).
 	Reset <-chan os.Signal
+	// Force, once closed after ctx is cancelled, ends the graceful stop at once: in-flight
+	// requests fail and the workers are killed (a second SIGINT).
+	Force <-chan struct{}
 }
 
 // Run serves until ctx is cancelled, then stops gracefully: it stops accepting, lets in-flight
@@ -69,6 +72,11 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	if cfg.HTTP.Root != "" {
 		if root, err = docroot.New(cfg.HTTP.Root, docroot.Options{Index: cfg.HTTP.Index, Encodings: cfg.HTTP.Compression}); err != nil {
 			return fmt.Errorf("http.root: %w", err)
+		}
+		if err := CheckReadable(cfg.HTTP.Root); err != nil {
+			// Not fatal: the root may become readable (a mount, a deploy); each request that
+			// cannot read it answers 403 or 404, so say why once here.
+			log.Warn("http.root cannot be read by this process: requests for its files will fail", "root", cfg.HTTP.Root, "err", err)
 		}
 	}
 	sendfileDirs := make([]string, 0, len(cfg.HTTP.SendfileDirs))
@@ -265,6 +273,15 @@ loop:
 	log.Info("stopping: draining in-flight requests", "stop_timeout", time.Duration(cfg.Workers.StopTimeout).String())
 	stopCtx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Workers.StopTimeout))
 	defer cancel()
+	if opts.Force != nil {
+		go func() {
+			select {
+			case <-opts.Force:
+				cancel()
+			case <-stopCtx.Done():
+			}
+		}()
+	}
 	go func() { // requests still running when the budget ends fail with their killed workers
 		<-stopCtx.Done()
 		p.Stop(stopCtx)
@@ -279,6 +296,19 @@ loop:
 	<-consumersStopped
 	log.Info("stopped")
 	return serveErr
+}
+
+// CheckReadable reports whether this process can list the directory dir (the document root).
+func CheckReadable(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Readdirnames(1); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	return nil
 }
 
 // NativeRuntime says where the native runtime is and which PHP it embeds, for peregrine version.
