@@ -44,9 +44,10 @@ type Pipeline struct {
 	// before. 0 retries at once. Default 1s.
 	Backoff Duration `yaml:"backoff"`
 
-	// Timeout bounds one attempt: past it the consumer is killed and the attempt failed. A job
-	// received by a server that then died is taken over by another server after Timeout and a
-	// 2s grace. Must be positive. Default 60s.
+	// Timeout bounds one attempt, from the moment a consumer takes it: past it the consumer is
+	// killed and the attempt failed (consumers of several pipelines apply the longest of their
+	// timeouts). A job received by a server that then died is taken over by another server
+	// after Timeout and a 2s grace. Must be positive. Default 60s.
 	Timeout Duration `yaml:"timeout"`
 
 	// DeadLetter keeps a job that failed its last attempt in the dead letters, which
