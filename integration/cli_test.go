@@ -105,7 +105,8 @@ func TestServeWithFlagsAfterTheScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	banner := regexp.MustCompile(`^peregrine \d+\.\d+\.\d+ serving http://127\.0\.0\.1:\d+ with 1 workers \(PHP 8\.\d+\.\d+\)$`)
+	// stderr is a pipe, so log.format auto is JSON and the banner is a record of it.
+	banner := regexp.MustCompile(`^\{.*"level":"INFO","msg":"peregrine \d+\.\d+\.\d+ serving http://127\.0\.0\.1:\d+ with 1 workers \(PHP 8\.\d+\.\d+\)".*"url":"http://127\.0\.0\.1:\d+"`)
 	sc := bufio.NewScanner(stderr)
 	var lines []string
 	for sc.Scan() {

@@ -160,3 +160,73 @@ func TestSecondSIGINTStopsAtOnce(t *testing.T) {
 		t.Errorf("the log does not say why the stop was cut short:\n%s", s.log.String())
 	}
 }
+
+// Under log.format json every line is a JSON record, the banner too; the access log has the
+// fields operators grep for, no pid for a static file, and can go to a file that SIGHUP
+// reopens (issue 15 item 22).
+func TestJSONBannerAndAccessLog(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "style.css"), []byte("body{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, "log:\n  format: json\n  access: true\nhttp:\n  root: "+root+"\nworkers:\n  command: php "+fixture(t, "app.php")+"\n  count: 1\n")
+	get(t, s.URL+"/style.css")
+	do(t, "GET", s.URL+"/pid?a=1&b=two", nil, "User-Agent", "op-test/1.0", "Referer", "http://example.test/from")
+	s.log.waitFor(t, `"path":"/pid"`, 10*time.Second)
+	s.log.waitFor(t, `"path":"/style.css"`, 10*time.Second)
+	records := map[string]map[string]any{}
+	for _, line := range strings.Split(strings.TrimSpace(s.log.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("not a JSON record under log.format json: %q", line)
+			continue
+		}
+		if rec["msg"] == "request" {
+			records[rec["path"].(string)] = rec
+		}
+	}
+	php := records["/pid"]
+	for k, want := range map[string]any{"query": "a=1&b=two", "proto": "HTTP/1.1", "user_agent": "op-test/1.0", "referer": "http://example.test/from", "status": 200.0} {
+		if php[k] != want {
+			t.Errorf("access record %s = %v, want %v (record %v)", k, php[k], want, php)
+		}
+	}
+	if host, _ := php["host"].(string); !strings.HasPrefix(host, "127.0.0.1:") {
+		t.Errorf("host %v", php["host"])
+	}
+	if d, ok := php["duration_ms"].(float64); !ok || d <= 0 {
+		t.Errorf("duration_ms %v, want a positive number of milliseconds", php["duration_ms"])
+	}
+	if pid, _ := php["pid"].(float64); pid <= 0 {
+		t.Errorf("no worker pid in %v", php)
+	}
+	if static := records["/style.css"]; static == nil || static["pid"] != nil {
+		t.Errorf("the static file's record names a worker pid: %v", static)
+	}
+}
+
+// log.access_file receives the access log instead of stderr; SIGHUP reopens it (logrotate).
+func TestAccessLogFileReopenedOnSIGHUP(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "access.log")
+	s := startServer(t, "log:\n  access_file: "+file+"\nworkers:\n  command: php "+fixture(t, "app.php")+"\n  count: 1\n")
+	get(t, s.URL+"/pid?first")
+	eventually(t, 10*time.Second, "the first request in the file", func() bool {
+		b, _ := os.ReadFile(file)
+		return strings.Contains(string(b), `"query":"first"`)
+	})
+	if strings.Contains(s.log.String(), `"msg":"request"`) {
+		t.Errorf("the access log went to stderr too:\n%s", s.log.String())
+	}
+	if err := os.Rename(file, file+".1"); err != nil {
+		t.Fatal(err)
+	}
+	s.signal(syscall.SIGHUP)
+	s.log.waitFor(t, `all workers replaced`, 30*time.Second)
+	get(t, s.URL+"/pid?second")
+	eventually(t, 10*time.Second, "the second request in the new file", func() bool {
+		b, _ := os.ReadFile(file)
+		return strings.Contains(string(b), `"query":"second"`)
+	})
+}

@@ -249,13 +249,25 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	return daemon.Run(ctx, cfg, daemon.Options{Logger: logger, Banner: stderr, Reset: hup, Force: force})
+	banner := stderr // a line of text; under JSON a record of the log
+	if logFormat(cfg.Log, stderr) == "json" {
+		banner = nil
+	}
+	return daemon.Run(ctx, cfg, daemon.Options{Logger: logger, Banner: banner, Reset: hup, Force: force})
 }
 
 func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.Level)) // validated by config
 	opts := &slog.HandlerOptions{Level: level}
+	if logFormat(c, w) == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// logFormat resolves log.format for w: auto is text on a terminal, JSON otherwise.
+func logFormat(c config.Log, w io.Writer) string {
 	format := strings.ToLower(c.Format)
 	if format == "auto" || format == "" {
 		format = "json"
@@ -265,10 +277,7 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 			}
 		}
 	}
-	if format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
-	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return format
 }
 
 func loadForCommand(name string, args []string) (config.Config, *flag.FlagSet, error) {

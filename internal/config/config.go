@@ -313,9 +313,14 @@ type Log struct {
 	// Read case-insensitively. Default auto.
 	Format string `yaml:"format"`
 
-	// Access logs one line per request: method, path, status, bytes, duration and worker pid.
-	// Default false.
+	// Access logs one line per request: method, path, query, proto, host, status, bytes,
+	// bytes_in, duration_ms, worker pid, remote address, user agent and referer. Default false.
 	Access bool `yaml:"access"`
+
+	// AccessFile, when set, is a file the access log is appended to (as JSON lines) instead of
+	// stderr; setting it turns the access log on. SIGHUP reopens it, for logrotate. Default
+	// empty: stderr, with the rest of the log.
+	AccessFile string `yaml:"access_file"`
 }
 
 // Log levels and formats, the values Log.Level and Log.Format accept, the content codings

@@ -159,7 +159,7 @@ func TestFull(t *testing.T) {
 			Watch:           []string{"src", "config/*.yaml"},
 		},
 		Admin: Admin{Address: "127.0.0.1:9180", Token: "s3cret-token"},
-		Log:   Log{Level: "debug", Format: "json", Access: true},
+		Log:   Log{Level: "debug", Format: "json", Access: true, AccessFile: "/var/log/peregrine/access.log"},
 		Tables: Tables{Init: []string{"php", "load.php"}, Define: []TableDef{{Name: "visits", Rows: 1000, Key: "int",
 			Columns: []TableColumn{{"user", "int32"}, {"mark", "int8"}, {"note", "string(16)"}}, Indexes: []string{"user"}}}},
 		Jobs: Jobs{
@@ -426,6 +426,7 @@ log:
   level: info
   format: auto
   access: false
+  access_file: ""
 tables:
   init: ~
   define: {}

@@ -91,6 +91,7 @@ func schema(c *Config) []section {
 			wordKey("level", &c.Log.Level),
 			wordKey("format", &c.Log.Format),
 			boolKey("access", &c.Log.Access),
+			stringKey("access_file", &c.Log.AccessFile),
 		}},
 		{"tables", []key{
 			initKey("init", &c.Tables.Init),

@@ -69,8 +69,10 @@ type Options struct {
 	// ServerName is SERVER_NAME for scripts under Root (http.server_name); empty means the
 	// address the connection arrived on.
 	ServerName string
-	// AccessLog logs one line per request.
-	AccessLog bool
+	// AccessLog logs one line per request (accesslog.go), to AccessLogger, or to Logger when
+	// AccessLogger is nil.
+	AccessLog    bool
+	AccessLogger *slog.Logger
 	// Logger receives the access log and request errors.
 	Logger *slog.Logger
 	// Observer, if set, is told about every finished request.
@@ -153,10 +155,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.opts.Observer.Request(r.Method, rw.status, time.Since(start), bytesIn, rw.bytes)
 	}
 	if h.opts.AccessLog {
-		h.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", rw.status),
-			slog.Int64("bytes", rw.bytes), slog.Duration("duration", time.Since(start)), slog.Int("pid", pid),
-			slog.String("remote", r.RemoteAddr))
+		h.logAccess(r, rw, start, pid, bytesIn) // accesslog.go
 	}
 }
 
