@@ -708,3 +708,25 @@ func TestBrokerRestartLosesNoPushedJob(t *testing.T) {
 		})
 	}
 }
+
+// TestSIGHUPReplacesConsumers: a reset (SIGHUP) replaces the consumers as it does the
+// workers, so that jobs run the new code.
+func TestSIGHUPReplacesConsumers(t *testing.T) {
+	log := newJobLog(t)
+	s := jobsServer(t, "cli", pipelineYAML(t, "memory", 0, "1s", "10s"), log.path, 1, "")
+	first := push(t, s, 1, `{"do":"ok"}`, "")[0]
+	eventually(t, 30*time.Second, "the first job", func() bool { return log.done(t)[first] == 1 })
+	s.signal(syscall.SIGHUP)
+	s.log.waitFor(t, "all workers replaced", 60*time.Second)
+	second := push(t, s, 1, `{"do":"ok"}`, "")[0]
+	eventually(t, 30*time.Second, "the second job", func() bool { return log.done(t)[second] == 1 })
+	pids := map[string]int{}
+	for _, e := range log.entries(t) {
+		if e.event == "done" {
+			pids[e.id] = e.pid
+		}
+	}
+	if pids[first] == pids[second] {
+		t.Errorf("the same consumer (pid %d) ran jobs before and after SIGHUP", pids[first])
+	}
+}

@@ -34,8 +34,7 @@ const Version = "0.1.0"
 // Options are what Run needs besides the config.
 type Options struct {
 	Logger *slog.Logger
-	// Banner receives the one line that says where the server listens; when nil, that line is
-	// a record of Logger (log.format json).
+	// Banner receives the one line that says where the server listens.
 	Banner io.Writer
 	// Reset delivers a value for every request to replace all workers (SIGHUP).
 	Reset <-chan os.Signal
@@ -141,15 +140,6 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		Logger:          log,
 		Observer:        poolObs,
 	})
-	var accessLog *slog.Logger // nil: the access log goes to log
-	var accessFile *logFile
-	if cfg.Log.AccessFile != "" {
-		if accessFile, err = openLogFile(cfg.Log.AccessFile); err != nil {
-			return err
-		}
-		defer accessFile.Close()
-		accessLog = slog.New(slog.NewJSONHandler(accessFile, nil))
-	}
 	handler := httpserver.NewHandler(p, httpserver.Options{
 		TempDir: uploadDir,
 		Limits: httpserver.Limits{
@@ -168,8 +158,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		ServerName:     cfg.HTTP.ServerName,
 		WriteTimeout:   time.Duration(cfg.HTTP.WriteTimeout),
 		BodyTimeout:    time.Duration(cfg.HTTP.BodyTimeout),
-		AccessLog:      cfg.Log.Access || cfg.Log.AccessFile != "",
-		AccessLogger:   accessLog,
+		AccessLog:      cfg.Log.Access,
 		Logger:         log,
 		Observer:       httpObs,
 		TrustedProxies: cfg.HTTP.TrustedPrefixes(),
@@ -234,11 +223,9 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve() }()
-	banner := fmt.Sprintf("peregrine %s serving %s with %d workers (PHP %s)", Version, srv.URL(), count, p.PHPVersion())
 	if opts.Banner != nil {
-		fmt.Fprintln(opts.Banner, banner)
-	} else {
-		log.Info(banner, "url", srv.URL(), "workers", count, "php", p.PHPVersion(), "version", Version)
+		fmt.Fprintf(opts.Banner, "peregrine %s serving %s with %d workers (PHP %s)\n",
+			Version, srv.URL(), count, p.PHPVersion())
 	}
 
 	resets := make(chan string, 1)
@@ -273,11 +260,6 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-opts.Reset:
-			if accessFile != nil {
-				if err := accessFile.reopen(); err != nil {
-					log.Error("reopening the access log failed; it goes on to the old file", "err", err)
-				}
-			}
 			requestReset("SIGHUP")
 		case c := <-changes:
 			log.Info("watched file changed", "file", c.Path, "events", c.Count)

@@ -270,3 +270,12 @@ func (b *background) adminJobs() admin.Jobs {
 	}
 	return b.set
 }
+
+// reset replaces every consumer, one at a time, as Pool.Reset does for the workers (SIGHUP,
+// workers.watch), so that consumers run the new code too.
+func (b *background) reset(ctx context.Context) error {
+	if b == nil || b.consumers == nil {
+		return nil
+	}
+	return b.consumers.Reset(ctx)
+}
