@@ -34,7 +34,8 @@ const Version = "0.1.0"
 // Options are what Run needs besides the config.
 type Options struct {
 	Logger *slog.Logger
-	// Banner receives the one line that says where the server listens.
+	// Banner receives the one line that says where the server listens; when nil, that line is
+	// a record of Logger (log.format json).
 	Banner io.Writer
 	// Reset delivers a value for every request to replace all workers (SIGHUP).
 	Reset <-chan os.Signal
@@ -140,6 +141,15 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		Logger:          log,
 		Observer:        poolObs,
 	})
+	var accessLog *slog.Logger // nil: the access log goes to log
+	var accessFile *logFile
+	if cfg.Log.AccessFile != "" {
+		if accessFile, err = openLogFile(cfg.Log.AccessFile); err != nil {
+			return err
+		}
+		defer accessFile.Close()
+		accessLog = slog.New(slog.NewJSONHandler(accessFile, nil))
+	}
 	handler := httpserver.NewHandler(p, httpserver.Options{
 		TempDir: uploadDir,
 		Limits: httpserver.Limits{
@@ -158,7 +168,8 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		ServerName:     cfg.HTTP.ServerName,
 		WriteTimeout:   time.Duration(cfg.HTTP.WriteTimeout),
 		BodyTimeout:    time.Duration(cfg.HTTP.BodyTimeout),
-		AccessLog:      cfg.Log.Access,
+		AccessLog:      cfg.Log.Access || cfg.Log.AccessFile != "",
+		AccessLogger:   accessLog,
 		Logger:         log,
 		Observer:       httpObs,
 		TrustedProxies: cfg.HTTP.TrustedPrefixes(),
@@ -223,9 +234,11 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve() }()
+	banner := fmt.Sprintf("peregrine %s serving %s with %d workers (PHP %s)", Version, srv.URL(), count, p.PHPVersion())
 	if opts.Banner != nil {
-		fmt.Fprintf(opts.Banner, "peregrine %s serving %s with %d workers (PHP %s)\n",
-			Version, srv.URL(), count, p.PHPVersion())
+		fmt.Fprintln(opts.Banner, banner)
+	} else {
+		log.Info(banner, "url", srv.URL(), "workers", count, "php", p.PHPVersion(), "version", Version)
 	}
 
 	resets := make(chan string, 1)
@@ -237,6 +250,10 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 			log.Info("replacing all workers", "cause", why)
 			if err := p.Reset(ctx); err != nil {
 				log.Error("reset incomplete", "err", err)
+				continue
+			}
+			if err := bg.reset(ctx); err != nil { // jobs.go: the consumers too
+				log.Error("reset of the job consumers incomplete", "err", err)
 				continue
 			}
 			if err := bg.reset(ctx); err != nil { // jobs.go: the consumers too
@@ -260,6 +277,11 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-opts.Reset:
+			if accessFile != nil {
+				if err := accessFile.reopen(); err != nil {
+					log.Error("reopening the access log failed; it goes on to the old file", "err", err)
+				}
+			}
 			requestReset("SIGHUP")
 		case c := <-changes:
 			log.Info("watched file changed", "file", c.Path, "events", c.Count)
