@@ -338,3 +338,55 @@ echo str_repeat('x', 250 << 10);`)
 		t.Errorf("the daemon grew by %d MiB holding unread answers, want less than 400", grown>>20)
 	}
 }
+
+// TestStalledBodyAsNginx (item 6) sends the same stalled body, a head declaring 100000 bytes and
+// 10 of them, to a PHP script under classic mode and under nginx + PHP-FPM, both with their
+// default body timeout (http.body_timeout and client_body_timeout, 60 s): both end the request
+// without running PHP and close the connection; Peregrine says 408 first. It takes a minute.
+func TestStalledBodyAsNginx(t *testing.T) {
+	t.Parallel()
+	requireNginxFPM(t)
+	root := writeTree(t, map[string]string{"index.php": "<?php echo 'PHP ran';"})
+	s := startServer(t, classicConfig(root, ""))
+	fpm := startNginxFPM(t, root)
+	type outcome struct {
+		who    string
+		status int  // 0: closed without an answer
+		closed bool // the server closed the connection
+		body   string
+		after  time.Duration
+	}
+	results := make(chan outcome, 2)
+	for who, base := range map[string]string{"nginx + PHP-FPM": fpm, "classic mode": s.URL} {
+		go func() {
+			o := outcome{who: who}
+			start := time.Now()
+			defer func() { o.after = time.Since(start); results <- o }()
+			c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			_, _ = io.WriteString(c, "POST /index.php HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n0123456789")
+			_ = c.SetReadDeadline(time.Now().Add(150 * time.Second))
+			br := bufio.NewReader(c)
+			if resp, err := http.ReadResponse(br, nil); err == nil {
+				o.status = resp.StatusCode
+				b, _ := io.ReadAll(resp.Body)
+				o.body = string(b)
+			}
+			_, err = io.Copy(io.Discard, br)
+			o.closed = err == nil
+		}()
+	}
+	for range 2 {
+		o := <-results
+		t.Logf("%s: status %d, closed %v after %s", o.who, o.status, o.closed, o.after.Round(time.Second))
+		if !o.closed || strings.Contains(o.body, "PHP ran") {
+			t.Errorf("%s: the stalled body's connection: closed %v, answer %d %q", o.who, o.closed, o.status, o.body)
+		}
+		if o.who == "classic mode" && o.status != http.StatusRequestTimeout {
+			t.Errorf("classic mode answered %d, want 408", o.status)
+		}
+	}
+}

@@ -23,23 +23,31 @@ type timedBody struct {
 	ctl  *http.ResponseController
 	d    time.Duration
 	eof  bool // the body was read to its end
+	dead bool // a read failed: nothing more will come (HTTP/1.1: the connection is done)
 }
 
-// withBodyTimeout replaces r.Body with a timedBody when d > 0 and r has a body, and returns a
-// function to run once the handler is done with the body (deferred): it bounds what net/http
-// still reads of a body the handler left unread (it drains up to 256 KiB of an HTTP/1.1 body
-// to keep the connection), which otherwise has no deadline at all.
-func withBodyTimeout(w http.ResponseWriter, r *http.Request, d time.Duration) (done func()) {
+// withBodyTimeout returns r, when d > 0 and r has a body a shallow copy of it whose Body is a
+// timedBody, and a function to run once the handler is done with the body: it bounds what
+// net/http still reads of a body the handler left unread (it drains up to 256 KiB of an
+// HTTP/1.1 body to keep the connection), which otherwise has no deadline at all. The request
+// net/http holds keeps its own Body: net/http looks at its type to decide whether to drain it
+// or close the connection (a body too large to drain, an Expect: 100-continue never answered).
+func withBodyTimeout(w http.ResponseWriter, r *http.Request, d time.Duration) (*http.Request, func()) {
 	if d <= 0 || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-		return func() {}
+		return r, func() {}
 	}
 	tb := &timedBody{body: r.Body, ctl: http.NewResponseController(w), d: d}
+	r = r.WithContext(r.Context())
 	r.Body = tb
 	// From now: a handler that answers before reading (a refusal) and writes more than
 	// net/http buffers makes net/http drain the body before the headers go out.
 	_ = tb.ctl.SetReadDeadline(time.Now().Add(d))
-	return func() {
-		if !tb.eof {
+	return r, func() {
+		switch {
+		case tb.dead:
+			// net/http would drain the rest for as long again: end the connection now.
+			_ = tb.ctl.SetReadDeadline(time.Now())
+		case !tb.eof:
 			_ = tb.ctl.SetReadDeadline(time.Now().Add(d))
 		}
 	}
@@ -51,6 +59,9 @@ func (b *timedBody) Read(p []byte) (int, error) {
 	}
 	_ = b.ctl.SetReadDeadline(time.Now().Add(b.d))
 	n, err := b.body.Read(p)
+	if err != nil && err != io.EOF {
+		b.dead = true
+	}
 	if err == io.EOF {
 		b.eof = true
 		// net/http now reads in the background to notice a client that leaves; a deadline

@@ -164,3 +164,32 @@ func errDeadline() error {
 	_, err := a.Read(make([]byte, 1))
 	return err
 }
+
+// TestRefusalsStillSkipTheBody: with a body timeout, a request refused on its head (413 for a
+// declared 2 GB, with or without Expect: 100-continue) is answered at once, without a
+// 100 Continue and without the server waiting for a body it will not read: net/http still sees
+// the body it made and closes such a connection instead of draining it.
+func TestRefusalsStillSkipTheBody(t *testing.T) {
+	s := bodyServer(t, time.Minute, 4, Options{MaxBodySize: 1000})
+	for _, head := range []string{
+		"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2147483648\r\n\r\nxx",
+		"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\nExpect: 100-continue\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\nExpect: 100-continue\r\n\r\n",
+	} {
+		c, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.WriteString(c, head)
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second)) // well before the body timeout
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		c.Close()
+		if err != nil {
+			t.Fatalf("%q: %v", head, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("%q: status %d, want 413 (a 100 means the body was asked for)", head, resp.StatusCode)
+		}
+	}
+}

@@ -145,7 +145,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		start = time.Now()
 	}
 	rw := &countingWriter{ResponseWriter: w}
-	bodyDone := withBodyTimeout(w, r, h.opts.BodyTimeout)
+	r, bodyDone := withBodyTimeout(w, r, h.opts.BodyTimeout)
 	pid, bytesIn := h.serve(rw, r)
 	bodyDone()
 	if !timed {
