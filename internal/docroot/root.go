@@ -2,7 +2,8 @@
 // (Resolve for classic mode, ResolveWorker for worker mode), computes the CGI parameters PHP-FPM
 // would see for a script (Params), and serves what the server answers itself: static files with
 // validators, ranges, sendfile and precompressed siblings, directory redirects and the 400, 403,
-// 404 and 405 answers (Serve), and any file PHP names with X-Sendfile (ServeFile). It knows
+// 404 and 405 answers (Serve), and any file PHP names with X-Sendfile or X-Accel-Redirect
+// (ServeFile; ResolveFile applies the rules below to an X-Accel-Redirect path). It knows
 // nothing of workers or of the protocol.
 //
 // The handler uses it in three calls:
