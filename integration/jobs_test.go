@@ -730,3 +730,71 @@ func TestSIGHUPReplacesConsumers(t *testing.T) {
 		t.Errorf("the same consumer (pid %d) ran jobs before and after SIGHUP", pids[first])
 	}
 }
+
+// TestLaravelQueueConnection: under serve --laravel, dispatch() on the peregrine connection
+// pushes to a pipeline whose consumers (php/bin/laravel-consumer.php, started by --laravel)
+// run the job through Laravel's queue worker: a job runs once; one that throws is retried
+// after its $backoff until its $tries, then failed() runs; release() and delay() wait.
+func TestLaravelQueueConnection(t *testing.T) {
+	requireLaravel(t)
+	dir := t.TempDir()
+	copyTree(t, filepath.Join(repoRoot(t), "examples", "laravel"), dir)
+	copyTree(t, filepath.Join(repoRoot(t), "testdata", "jobs-laravel"), dir)
+	appConfig := filepath.Join(dir, "config", "app.php")
+	b, err := os.ReadFile(appConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched := strings.Replace(string(b), "App\\Providers\\RouteServiceProvider::class,",
+		"App\\Providers\\RouteServiceProvider::class,\n        Peregrine\\Laravel\\QueueServiceProvider::class,\n        App\\Providers\\JobsTestProvider::class,", 1)
+	if patched == string(b) {
+		t.Fatal("config/app.php of examples/laravel no longer lists App\\Providers\\RouteServiceProvider")
+	}
+	if err := os.WriteFile(appConfig, []byte(patched), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logFile := filepath.Join(t.TempDir(), "jobs.log")
+	s := launch(t, fmt.Sprintf(`workers:
+  runtime: native
+  count: 1
+  env: { JOB_LOG: %q }
+jobs:
+  pipelines:
+    q: { retries: 5, backoff: 100ms, timeout: 10s }
+  consumers:
+    count: 1
+`, logFile), "--laravel", dir)
+	select {
+	case <-s.done:
+		t.Fatalf("peregrine exited at start (%v); log:\n%s", s.err, s.log.String())
+	default:
+	}
+	lines := func() []string {
+		b, _ := os.ReadFile(logFile)
+		return strings.Split(strings.TrimSpace(string(b)), "\n")
+	}
+	has := func(prefix string) int {
+		n := 0
+		for _, l := range lines() {
+			if strings.HasPrefix(l, prefix) {
+				n++
+			}
+		}
+		return n
+	}
+	for _, q := range []string{"mode=ok", "mode=throw", "mode=release", "mode=delayed&delay=1"} {
+		if r := get(t, s.URL+"/dispatch?"+q); r.Status != 200 || string(r.Body) != "dispatched" {
+			t.Fatalf("dispatch %s: %d %s", q, r.Status, r.Body)
+		}
+	}
+	eventually(t, 30*time.Second, "every job settled", func() bool {
+		return has("ok 1 ") == 1 && has("failed throw") == 1 && has("release 2 ") == 1 && has("delayed 1 ") == 1
+	})
+	if n := has("throw "); n != 3 {
+		t.Errorf("a job with $tries = 3 that always throws ran %d times; log:\n%s", n, strings.Join(lines(), "\n"))
+	}
+	if n := has("ok "); n != 1 {
+		t.Errorf("a job that succeeds ran %d times", n)
+	}
+	t.Logf("the jobs' runs:\n%s", strings.Join(lines(), "\n"))
+}

@@ -39,6 +39,10 @@ func applyFramework(cfg *config.Config, laravel, symfony string) error {
 		return err
 	}
 	cfg.Workers.Command = []string{"php", filepath.Join(lib, "bin", script), abs}
+	if laravel != "" && len(cfg.Jobs.Pipelines) > 0 && len(cfg.Jobs.Consumers.Command) == 0 {
+		// Jobs dispatched to the peregrine queue connection run on consumers of the same app.
+		cfg.Jobs.Consumers.Command = []string{"php", filepath.Join(lib, "bin", "laravel-consumer.php"), abs}
+	}
 	cfg.Workers.Dir = abs
 	cfg.Workers.Runtime = "native"
 	cfg.HTTP.Root = filepath.Join(abs, "public")

@@ -158,8 +158,9 @@ func (b *background) startConsumers(ctx context.Context, cfg config.Config, base
 // jobAnswer keeps what a consumer answered for a job: its status and the start of its body,
 // which says why it failed.
 type jobAnswer struct {
-	status int
-	body   []byte
+	status     int
+	body       []byte
+	retryAfter string // x-peregrine-job-retry-after: the consumer's delay before the retry, seconds
 }
 
 const maxJobError = 2048
@@ -173,6 +174,11 @@ func (a *jobAnswer) Frame(t protocol.Type, _ uint16, payload []byte) error {
 			return err
 		}
 		a.status = r.Status
+		for _, h := range r.Headers {
+			if strings.EqualFold(h.Name, "x-peregrine-job-retry-after") {
+				a.retryAfter = h.Value
+			}
+		}
 		a.body = append(a.body, r.Body[:min(len(r.Body), maxJobError)]...)
 	case protocol.TypeBody:
 		if n := maxJobError - len(a.body); n > 0 {
@@ -184,7 +190,8 @@ func (a *jobAnswer) Frame(t protocol.Type, _ uint16, payload []byte) error {
 
 // runJob hands a job to a consumer as a JOB request (docs/protocol.md): path /PIPELINE, the
 // job's id, attempt and headers in x-peregrine-job-* headers, the payload as body. A 2xx answer
-// is success; any other status, a crash (502) or the timeout (504) is a failure.
+// is success; any other status, a crash (502) or the timeout (504) is a failure, retried after
+// the pipeline's backoff or, when the answer has x-peregrine-job-retry-after: SECONDS, after that.
 func (b *background) runJob(ctx context.Context, j *jobs.Job) error {
 	headers := []protocol.Field{
 		{Name: "content-type", Value: "application/json"},
@@ -219,7 +226,11 @@ func (b *background) runJob(ctx context.Context, j *jobs.Job) error {
 		if msg == "" {
 			msg = "no message"
 		}
-		return fmt.Errorf("consumer %d answered %d: %s", pid, ans.status, msg)
+		err := fmt.Errorf("consumer %d answered %d: %s", pid, ans.status, msg)
+		if s, perr := strconv.ParseFloat(ans.retryAfter, 64); perr == nil && s >= 0 && s < 1e9 {
+			return &jobs.RetryAfter{Delay: time.Duration(s * float64(time.Second)), Err: err}
+		}
+		return err
 	}
 	return nil
 }

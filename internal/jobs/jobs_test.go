@@ -439,3 +439,23 @@ func TestSlowJobsAreNotHeldAhead(t *testing.T) {
 		t.Errorf("%d jobs held at once for one consumer of 100ms jobs with a 400ms timeout", maxHeld)
 	}
 }
+
+func TestRetryAfterSetsTheDelay(t *testing.T) {
+	d := NewMemory()
+	p := New(Options{Name: "q", Driver: d, Retries: 1, Backoff: time.Hour})
+	r := newRuns()
+	consume(t, p, 1, func(_ context.Context, j *Job) error {
+		r.record(j)
+		if j.Attempt == 1 {
+			return &RetryAfter{Delay: 300 * time.Millisecond, Err: errors.New("released")}
+		}
+		return nil
+	})
+	id, _ := p.Push(context.Background(), "x", nil, 0)
+	r.waitFor(t, "the retry after 300ms, not the hour's backoff", func() bool { return len(r.attempts[id]) == 2 })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if gap := r.attempts[id][1].Sub(r.attempts[id][0]); gap < 295*time.Millisecond {
+		t.Errorf("the retry came %v after the release of 300ms", gap)
+	}
+}

@@ -27,7 +27,18 @@ type Options struct {
 	Logger  *slog.Logger
 }
 
+// RetryAfter is a failed attempt whose handler chose the delay before the next one (Laravel's
+// release($delay)), in place of the pipeline's backoff.
+type RetryAfter struct {
+	Delay time.Duration
+	Err   error
+}
+
+func (e *RetryAfter) Error() string { return e.Err.Error() }
+func (e *RetryAfter) Unwrap() error { return e.Err }
+
 // Handler runs one job. A nil error acknowledges it; any other error is a failed attempt.
+// A *RetryAfter sets the delay of the retry.
 // ctx is not cancelled when consuming stops: a job that has begun runs to its end (or its
 // handler's own timeout).
 type Handler func(ctx context.Context, j *Job) error
@@ -238,6 +249,9 @@ func (p *Pipeline) run(ctx context.Context, d *Delivery, h Handler) {
 	if j.Attempt <= p.opts.Retries {
 		next := j.next(err.Error())
 		delay := p.opts.Backoff << min(j.Attempt-1, 20)
+		if ra := (*RetryAfter)(nil); errors.As(err, &ra) {
+			delay = ra.Delay
+		}
 		if delay > 0 {
 			next.Due = now() + delay.Milliseconds()
 		}
