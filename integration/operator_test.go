@@ -230,3 +230,44 @@ func TestAccessLogFileReopenedOnSIGHUP(t *testing.T) {
 		return strings.Contains(string(b), `"query":"second"`)
 	})
 }
+
+// SIGHUP reads the config file again (issue 15 item 21): an invalid file is logged and the
+// running config stays; log.level takes effect; a changed http.address is named as needing a
+// restart and the server goes on serving where it was.
+func TestSIGHUPReloadsTheConfig(t *testing.T) {
+	t.Parallel()
+	yaml := "log:\n  format: json\n  access: true\nworkers:\n  command: php " + fixture(t, "app.php") + "\n  count: 1\n  runtime: cli\n"
+	s := startServer(t, yaml)
+	cfgPath := filepath.Join(s.dir, "peregrine.yaml")
+	get(t, s.URL+"/pid?before")
+	s.log.waitFor(t, `"query":"before"`, 10*time.Second)
+
+	// An invalid file: the error, the old config runs on (the access log still logs).
+	if err := os.WriteFile(cfgPath, []byte("http:\n  address: 127.0.0.1:0\nworkers:\n  cuont: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.signal(syscall.SIGHUP)
+	s.log.waitFor(t, `config reload failed: the running config stays.*cuont`, 10*time.Second)
+	s.log.waitFor(t, `all workers replaced`, 30*time.Second)
+	get(t, s.URL+"/pid?after-invalid")
+	s.log.waitFor(t, `"query":"after-invalid"`, 10*time.Second)
+
+	// A valid file: log.level warn applies (no more INFO access records); a new address waits
+	// for a restart.
+	next := "http:\n  address: 127.0.0.1:1\nlog:\n  format: json\n  access: true\n  level: warn\nworkers:\n  command: php " + fixture(t, "app.php") + "\n  count: 1\n  runtime: cli\n"
+	if err := os.WriteFile(cfgPath, []byte(next), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.signal(syscall.SIGHUP)
+	s.log.waitFor(t, `need a restart.*"http"`, 10*time.Second)
+	if r := get(t, s.URL+"/pid?after-warn"); r.Status != 200 {
+		t.Fatalf("the server stopped serving at its address: %d", r.Status)
+	}
+	// The next request on the connection starts once the first one's handler, access record
+	// included, has returned; its worker's STDERR line is a WARN record.
+	get(t, s.URL+"/sleep?ms=1")
+	s.log.waitFor(t, `sleeping in /sleep\?ms=1`, 10*time.Second)
+	if strings.Contains(s.log.String(), `"query":"after-warn"`) {
+		t.Errorf("log.level warn did not apply: the access record is logged:\n%s", s.log.String())
+	}
+}

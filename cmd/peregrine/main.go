@@ -173,14 +173,13 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if len(pos) == 1 && (*laravel != "" || *symfony != "") {
 		return fmt.Errorf("serve: --laravel and --symfony bring their own worker script; drop %q", pos[0])
 	}
-	var cfg config.Config
+	var base config.Config
+	cfgFile := "" // the file SIGHUP reads again; none when the config is the defaults
 	switch {
 	case *file != "":
-		if cfg, err = config.Load(*file); err != nil {
-			return err
-		}
+		cfgFile = *file
 	case len(pos) == 0 && (*root != "" || *laravel != "" || *symfony != ""):
-		cfg = config.Default() // classic mode
+		base = config.Default() // classic mode
 	case len(pos) == 0:
 		if _, statErr := os.Stat("peregrine.yaml"); statErr != nil {
 			return errors.New("nothing to serve: no worker script given and no ./peregrine.yaml found.\n" +
@@ -188,35 +187,50 @@ func serve(args []string, stdout, stderr io.Writer) error {
 				"  peregrine serve --root DIR          (classic mode: DIR's PHP scripts, as PHP-FPM runs them)\n" +
 				"  peregrine serve -c peregrine.yaml   (or a peregrine.yaml in this directory; see docs/config.md)")
 		}
-		if cfg, err = config.Load("peregrine.yaml"); err != nil {
-			return err
-		}
+		cfgFile = "peregrine.yaml"
 	default:
-		cfg = config.Default()
+		base = config.Default()
 	}
-	if len(pos) == 1 {
-		cfg.Workers.Command = []string{"php", pos[0]}
-	}
-	if err := applyFramework(&cfg, *laravel, *symfony); err != nil {
-		return err
-	}
-	if *root != "" {
-		cfg.HTTP.Root = *root
-	}
-	if *address != "" {
-		cfg.HTTP.Address = *address
-	}
-	if *count != "" {
-		n, err := strconv.Atoi(*count)
-		if err != nil || n < 0 {
-			return fmt.Errorf("--workers: want a whole number of workers, got %q", *count)
+	// load reads the file (if any) and applies the command line over it: at start, and again
+	// on SIGHUP, where the flags keep overriding what the file says.
+	load := func() (config.Config, error) {
+		cfg := base
+		if cfgFile != "" {
+			var err error
+			if cfg, err = config.Load(cfgFile); err != nil {
+				return cfg, err
+			}
 		}
-		cfg.Workers.Count = n
+		if len(pos) == 1 {
+			cfg.Workers.Command = []string{"php", pos[0]}
+		}
+		if err := applyFramework(&cfg, *laravel, *symfony); err != nil {
+			return cfg, err
+		}
+		if *root != "" {
+			cfg.HTTP.Root = *root
+		}
+		if *address != "" {
+			cfg.HTTP.Address = *address
+		}
+		if *count != "" {
+			n, err := strconv.Atoi(*count)
+			if err != nil || n < 0 {
+				return cfg, fmt.Errorf("--workers: want a whole number of workers, got %q", *count)
+			}
+			cfg.Workers.Count = n
+		}
+		return cfg, cfg.Validate()
 	}
-	if err := cfg.Validate(); err != nil {
+	cfg, err := load()
+	if err != nil {
 		return err
 	}
-	logger := newLogger(cfg.Log, stderr)
+	var reload func() (config.Config, error)
+	if cfgFile != "" {
+		reload = load
+	}
+	logger, level := newLogger(cfg.Log, stderr)
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -253,17 +267,18 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if logFormat(cfg.Log, stderr) == "json" {
 		banner = nil
 	}
-	return daemon.Run(ctx, cfg, daemon.Options{Logger: logger, Banner: banner, Reset: hup, Force: force})
+	return daemon.Run(ctx, cfg, daemon.Options{Logger: logger, Banner: banner, Reset: hup, Force: force, Reload: reload, Level: level})
 }
 
-func newLogger(c config.Log, w io.Writer) *slog.Logger {
-	var level slog.Level
+// newLogger returns the server's logger and its level, which a reload may change.
+func newLogger(c config.Log, w io.Writer) (*slog.Logger, *slog.LevelVar) {
+	level := new(slog.LevelVar)
 	_ = level.UnmarshalText([]byte(c.Level)) // validated by config
 	opts := &slog.HandlerOptions{Level: level}
 	if logFormat(c, w) == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
+		return slog.New(slog.NewTextHandler(w, opts)), level
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return slog.New(slog.NewJSONHandler(w, opts)), level
 }
 
 // logFormat resolves log.format for w: auto is text on a terminal, JSON otherwise.

@@ -39,6 +39,11 @@ type Options struct {
 	Banner io.Writer
 	// Reset delivers a value for every request to replace all workers (SIGHUP).
 	Reset <-chan os.Signal
+	// Reload, if set, reads the config file again (SIGHUP; reload.go), with the command line
+	// applied over it as at start. Nil when the server runs without a file.
+	Reload func() (config.Config, error)
+	// Level is the logger's level, which a reload may change; nil keeps it fixed.
+	Level *slog.LevelVar
 	// Force, once closed after ctx is cancelled, ends the graceful stop at once: in-flight
 	// requests fail and the workers are killed (a second SIGINT).
 	Force <-chan struct{}
@@ -128,19 +133,22 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		workerOpts.Template = tmpl
 	}
 	count := cfg.Workers.ResolvedCount()
-	p := pool.New(pool.Options{
-		Size:            count,
-		Concurrency:     cfg.Workers.Concurrency,
-		Worker:          workerOpts,
-		MaxJobs:         cfg.Workers.MaxJobs,
-		MaxMemory:       int64(cfg.Workers.MaxMemory),
-		ExecTimeout:     time.Duration(cfg.Workers.ExecTimeout),
-		AllocateTimeout: time.Duration(cfg.Workers.AllocateTimeout),
-		MaxQueue:        cfg.Workers.MaxQueue,
-		StopTimeout:     time.Duration(cfg.Workers.StopTimeout),
-		Logger:          log,
-		Observer:        poolObs,
-	})
+	p := pool.New(poolOptions(cfg, count, workerOpts, log, poolObs))
+	reload := &reloader{log: log, level: opts.Level, pool: p, running: &cfg,
+		workerOptions: func(c config.Config) (worker.Options, error) {
+			argv, _, err := workerArgv(c, uploadDir)
+			if err != nil {
+				return worker.Options{}, err
+			}
+			wo := workerOpts // the template stays: workers.fork needs a restart
+			wo.Argv, wo.Dir, wo.BootTimeout = argv, c.Workers.Dir, time.Duration(c.Workers.BootTimeout)
+			wo.Env = append(append(workerEnv(c), tbl.Env()...), bg.Env()...)
+			return wo, nil
+		},
+		poolOptions: func(c config.Config, wo worker.Options) pool.Options {
+			return poolOptions(c, count, wo, log, poolObs)
+		},
+	}
 	var accessLog *slog.Logger // nil: the access log goes to log
 	var accessFile *logFile
 	if cfg.Log.AccessFile != "" {
@@ -158,7 +166,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 			MaxCookies:     cfg.HTTP.MaxCookies,
 			MaxInputVars:   cfg.HTTP.MaxInputVars,
 		},
-		MaxBodySize:    int64(cfg.HTTP.MaxBodySize),
+		MaxBodySize: int64(cfg.HTTP.MaxBodySize),
 		// The native runtime's PHP parses bodies itself, as under PHP-FPM; concurrent requests
 		// run in the PHP library's loop, which takes the fields and files the server parsed.
 		ParseMultipart: !native || cfg.Workers.Concurrency > 1,
@@ -277,6 +285,9 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-opts.Reset:
+			if opts.Reload != nil {
+				reload.apply(opts.Reload())
+			}
 			if accessFile != nil {
 				if err := accessFile.reopen(); err != nil {
 					log.Error("reopening the access log failed; it goes on to the old file", "err", err)
