@@ -709,15 +709,26 @@ func TestBrokerRestartLosesNoPushedJob(t *testing.T) {
 	}
 }
 
-// TestSIGHUPReplacesConsumers: a reset (SIGHUP) replaces the consumers as it does the
-// workers, so that jobs run the new code.
+// TestSIGHUPReplacesConsumers: a reset (SIGHUP, or peregrine reset) replaces the consumers as
+// it does the workers, so that jobs run the new code.
 func TestSIGHUPReplacesConsumers(t *testing.T) {
+	for _, how := range []string{"SIGHUP", "peregrine reset"} {
+		t.Run(how, func(t *testing.T) { testResetReplacesConsumers(t, how) })
+	}
+}
+
+func testResetReplacesConsumers(t *testing.T, how string) {
 	log := newJobLog(t)
-	s := jobsServer(t, "cli", pipelineYAML(t, "memory", 0, "1s", "10s"), log.path, 1, "")
+	admin := freeAddr(t)
+	s := jobsServer(t, "cli", pipelineYAML(t, "memory", 0, "1s", "10s"), log.path, 1, admin)
 	first := push(t, s, 1, `{"do":"ok"}`, "")[0]
 	eventually(t, 30*time.Second, "the first job", func() bool { return log.done(t)[first] == 1 })
-	s.signal(syscall.SIGHUP)
-	s.log.waitFor(t, "all workers replaced", 60*time.Second)
+	if how == "SIGHUP" {
+		s.signal(syscall.SIGHUP)
+		s.log.waitFor(t, "all workers replaced", 60*time.Second)
+	} else if out, err := exec.Command(binary, "reset", "-c", writeAdminConfig(t, admin)).CombinedOutput(); err != nil {
+		t.Fatalf("peregrine reset: %v\n%s", err, out)
+	}
 	second := push(t, s, 1, `{"do":"ok"}`, "")[0]
 	eventually(t, 30*time.Second, "the second job", func() bool { return log.done(t)[second] == 1 })
 	pids := map[string]int{}

@@ -197,7 +197,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 
 	var adm *admin.Server
 	if cfg.Admin.Address != "" {
-		adm, err = admin.Listen(cfg.Admin.Address, admin.Options{Pool: p, Metrics: metrics, Logger: log, Token: cfg.Admin.Token, Tables: tbl.admin(),
+		adm, err = admin.Listen(cfg.Admin.Address, admin.Options{Pool: bg.adminPool(p), Metrics: metrics, Logger: log, Token: cfg.Admin.Token, Tables: tbl.admin(),
 			Jobs: bg.adminJobs()})
 		if err != nil {
 			return err

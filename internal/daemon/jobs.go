@@ -290,3 +290,27 @@ func (b *background) reset(ctx context.Context) error {
 	}
 	return b.consumers.Reset(ctx)
 }
+
+// adminPool is the workers' pool as the admin listener sees it: its Reset (POST /reset,
+// peregrine reset) replaces the consumers too, as SIGHUP does.
+type adminPool struct {
+	*pool.Pool
+	bg *background
+}
+
+// Reset implements admin.Pool.
+func (a adminPool) Reset(ctx context.Context) error {
+	if err := a.Pool.Reset(ctx); err != nil {
+		return err
+	}
+	return a.bg.reset(ctx)
+}
+
+// adminPool returns p, wrapped so that a reset through the admin listener replaces the
+// consumers too.
+func (b *background) adminPool(p *pool.Pool) admin.Pool {
+	if b == nil {
+		return p
+	}
+	return adminPool{Pool: p, bg: b}
+}
