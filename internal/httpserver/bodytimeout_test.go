@@ -193,3 +193,34 @@ func TestRefusalsStillSkipTheBody(t *testing.T) {
 		}
 	}
 }
+
+// TestStalledChunkedAndMultipartBodiesGet408: a chunked body that stalls between chunks, and
+// a multipart body the server parses itself (the cli runtime) that stalls mid-part, are timed
+// out too.
+func TestStalledChunkedAndMultipartBodiesGet408(t *testing.T) {
+	s := bodyServer(t, 300*time.Millisecond, 2, Options{ParseMultipart: true, TempDir: t.TempDir()})
+	for _, head := range []string{
+		"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+		"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 100000\r\n\r\n" +
+			"--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a.txt\"\r\n\r\npart of a file",
+	} {
+		c, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, _ = io.WriteString(c, head)
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("no answer to %q: %v", head, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestTimeout || !resp.Close {
+			t.Fatalf("%q: %d close=%v", head, resp.StatusCode, resp.Close)
+		}
+		if err := readEOF(c); err != nil {
+			t.Fatalf("the connection stayed open after 408: %v", err)
+		}
+	}
+}
