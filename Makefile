@@ -5,7 +5,7 @@ ADDRESS ?= 127.0.0.1:8080
 
 include native/native.mk
 
-.PHONY: all setup build run test test-go test-php lint fuzz stress bench clean
+.PHONY: all setup build run test test-go test-php lint fuzz stress bench clean install deb
 
 all: build
 
@@ -62,6 +62,38 @@ stress: build
 bench: build
 	bash bench/setup.sh
 	$(GO) run ./bench/cmd/bench $(if $(QUICK),-quick)
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: PREFIX/bin/peregrine and peregrine-php (which
+# finds its runtime beside it) and the PHP library in PREFIX/share/peregrine/php (where
+# --laravel and --symfony find it; a worker script requires its autoload.php). It builds what it
+# installs, without setup.sh; BIN names the daemon binary it builds.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+install: native
+	$(GO) build -trimpath -o $(BIN) ./cmd/peregrine
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/peregrine/php
+	install -m 755 $(BIN) $(NATIVE_BIN) $(DESTDIR)$(PREFIX)/bin/
+	cp -R php/src php/bin php/autoload.php php/composer.json php/README.md $(DESTDIR)$(PREFIX)/share/peregrine/php/
+	chmod -R u=rwX,go=rX $(DESTDIR)$(PREFIX)/share/peregrine
+
+# make deb [DEB_OUT=bin]: DEB_OUT/peregrine_VERSION_ARCH.deb, built with dpkg-deb from
+# make install PREFIX=/usr and packaging/ (the systemd unit, /etc/peregrine/peregrine.yaml).
+VERSION  := $(shell sed -n 's/^const Version = "\(.*\)"/\1/p' internal/daemon/daemon.go)
+DEB_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+DEB_OUT  ?= bin
+DEB_ROOT  = $(DEB_OUT)/deb-root
+deb:
+	rm -rf $(DEB_ROOT)
+	$(MAKE) --no-print-directory install PREFIX=/usr DESTDIR=$(abspath $(DEB_ROOT)) BIN=$(abspath $(DEB_OUT))/peregrine
+	install -D -m 644 packaging/peregrine.service $(DEB_ROOT)/lib/systemd/system/peregrine.service
+	install -D -m 644 packaging/peregrine.yaml $(DEB_ROOT)/etc/peregrine/peregrine.yaml
+	install -d $(DEB_ROOT)/DEBIAN
+	sed -e 's/@VERSION@/$(VERSION)/' -e 's/@ARCH@/$(DEB_ARCH)/' -e "s/@SIZE@/$$(du -sk $(DEB_ROOT) | cut -f1)/" \
+	  packaging/debian/control > $(DEB_ROOT)/DEBIAN/control
+	echo /etc/peregrine/peregrine.yaml > $(DEB_ROOT)/DEBIAN/conffiles
+	install -m 755 packaging/debian/postinst packaging/debian/prerm packaging/debian/postrm $(DEB_ROOT)/DEBIAN/
+	dpkg-deb --root-owner-group --build $(DEB_ROOT) $(DEB_OUT)/peregrine_$(VERSION)_$(DEB_ARCH).deb
+	rm -rf $(DEB_ROOT)
 
 clean:
 	rm -rf bin .setup-done
