@@ -216,7 +216,7 @@ func TestJobsPushedFromHTTPRunOnConsumers(t *testing.T) {
 			}
 			big := `"` + strings.Repeat("x", 1<<20) + `"`
 			r = do(t, "POST", s.URL+"/push?pipeline=q", strings.NewReader(big))
-			if r.Status != 400 || !strings.Contains(string(r.Body), "payload too large") {
+			if r.Status != 400 || !strings.Contains(string(r.Body), "payload or headers too large: 1048578 bytes of payload") {
 				t.Errorf("oversized push: %d %.200s", r.Status, r.Body)
 			}
 		})

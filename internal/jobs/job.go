@@ -31,10 +31,16 @@ import (
 // MaxPayload is the largest payload a job may carry, in bytes.
 const MaxPayload = 1 << 20
 
+// Limits on a job's headers: how many, and their names and values together, in bytes.
+const (
+	MaxHeaders     = 64
+	MaxHeaderBytes = 16 << 10
+)
+
 // Errors returned by Push and the drivers.
 var (
 	ErrUnknownPipeline = errors.New("jobs: no such pipeline")
-	ErrTooLarge        = errors.New("jobs: payload too large")
+	ErrTooLarge        = errors.New("jobs: payload or headers too large")
 	ErrClosed          = errors.New("jobs: driver closed")
 )
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -381,6 +382,16 @@ func TestPushRefusesOversizedPayload(t *testing.T) {
 	}
 	if _, err := p.Push(context.Background(), big[:MaxPayload], nil, 0); err != nil {
 		t.Fatalf("a payload of exactly MaxPayload: %v", err)
+	}
+	many := map[string]string{}
+	for i := range MaxHeaders + 1 {
+		many[fmt.Sprint("h", i)] = "v"
+	}
+	if _, err := p.Push(context.Background(), "x", many, 0); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("%d headers: %v, want ErrTooLarge", len(many), err)
+	}
+	if _, err := p.Push(context.Background(), "x", map[string]string{"h": strings.Repeat("v", MaxHeaderBytes)}, 0); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("a header of %d bytes: %v, want ErrTooLarge", MaxHeaderBytes, err)
 	}
 }
 

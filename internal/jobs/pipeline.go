@@ -79,7 +79,15 @@ func (p *Pipeline) Name() string { return p.opts.Name }
 // runnable only after that time.
 func (p *Pipeline) Push(ctx context.Context, payload string, headers map[string]string, delay time.Duration) (string, error) {
 	if len(payload) > MaxPayload {
-		return "", fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(payload), MaxPayload)
+		return "", fmt.Errorf("%w: %d bytes of payload, at most %d", ErrTooLarge, len(payload), MaxPayload)
+	}
+	size := 0
+	for k, v := range headers {
+		size += len(k) + len(v)
+	}
+	if len(headers) > MaxHeaders || size > MaxHeaderBytes {
+		return "", fmt.Errorf("%w: %d headers of %d bytes, at most %d headers of %d bytes", ErrTooLarge,
+			len(headers), size, MaxHeaders, MaxHeaderBytes)
 	}
 	t := now()
 	j := &Job{ID: newID(), Pipeline: p.opts.Name, Payload: payload, Headers: headers, Attempt: 1, Pushed: t}

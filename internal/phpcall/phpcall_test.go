@@ -98,7 +98,7 @@ func TestCalls(t *testing.T) {
 	if a := roundTrip(t, c, Request{Op: "push", Pipeline: "nope", Payload: "x"}); !strings.Contains(a.Error, `no such pipeline: "nope"`) {
 		t.Errorf("push to an unknown pipeline: %+v", a)
 	}
-	if a := roundTrip(t, c, Request{Op: "push", Pipeline: "emails", Payload: strings.Repeat("x", jobs.MaxPayload+1)}); !strings.Contains(a.Error, "payload too large") {
+	if a := roundTrip(t, c, Request{Op: "push", Pipeline: "emails", Payload: strings.Repeat("x", jobs.MaxPayload+1)}); !strings.Contains(a.Error, "payload or headers too large") {
 		t.Errorf("oversized push: %+v", a)
 	}
 	if a := roundTrip(t, c, Request{Op: "kv.set", Store: "default", Key: "k", Value: `"v"`, TTL: 60}); a.Error != "" {
