@@ -809,3 +809,37 @@ jobs:
 	}
 	t.Logf("the jobs' runs:\n%s", strings.Join(lines(), "\n"))
 }
+
+// TestConsumerMaxJobs: consumers are recycled after jobs.consumers.max_jobs jobs, as workers
+// are after workers.max_jobs, and no job is lost to it.
+func TestConsumerMaxJobs(t *testing.T) {
+	log := newJobLog(t)
+	s := startServer(t, fmt.Sprintf(`workers:
+  runtime: cli
+  command: php %s
+  count: 1
+jobs:
+  pipelines:
+%s  consumers:
+    command: php %s
+    count: 1
+    max_jobs: 2
+    env: { JOB_LOG: %q }
+`, fixture(t, "job-push.php"), pipelineYAML(t, "memory", 0, "1s", "10s"), fixture(t, "job-consumer.php"), log.path))
+	ids := push(t, s, 6, `{"do":"ok"}`, "")
+	eventually(t, 30*time.Second, "6 jobs done", func() bool { return len(log.done(t)) == 6 })
+	perPID := map[int]int{}
+	for _, e := range log.entries(t) {
+		if e.event == "done" {
+			perPID[e.pid]++
+		}
+	}
+	for pid, n := range perPID {
+		if n > 2 {
+			t.Errorf("consumer %d ran %d jobs with max_jobs 2", pid, n)
+		}
+	}
+	if d := log.done(t); len(d) != len(ids) {
+		t.Errorf("%d of %d jobs done", len(d), len(ids))
+	}
+}
