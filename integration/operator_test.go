@@ -4,10 +4,12 @@ package integration
 // reloading, logging and installing the server.
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -269,5 +271,68 @@ func TestSIGHUPReloadsTheConfig(t *testing.T) {
 	s.log.waitFor(t, `sleeping in /sleep\?ms=1`, 10*time.Second)
 	if strings.Contains(s.log.String(), `"query":"after-warn"`) {
 		t.Errorf("log.level warn did not apply: the access record is logged:\n%s", s.log.String())
+	}
+}
+
+// An unreadable document root is logged at start (issue 15 item 23). The server runs as
+// nobody (setpriv), since root reads every directory.
+func TestUnreadableRootLoggedAtStart(t *testing.T) {
+	if _, err := exec.LookPath("setpriv"); err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and setpriv (util-linux) to run the server as nobody")
+	}
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "peregrine-unreadable-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "peregrine")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dir, "site")
+	if err := os.Mkdir(root, 0o700); err != nil { // root's own: nobody cannot list it
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "peregrine.yaml")
+	yaml := "http:\n  address: 127.0.0.1:0\n  root: " + root + "\nworkers:\n  command: php " + fixture(t, "app.php") + "\n  runtime: cli\n  count: 1\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", bin, "serve", "-c", cfg)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PEREGRINE_TEST_TAG=unreadable")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	log := &logBuffer{wake: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			log.write(sc.Text())
+		}
+		_ = cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		<-done
+	})
+	// The warning comes before the workers start, so before the banner; the server goes on.
+	log.waitFor(t, `serving http://`, 60*time.Second)
+	if !regexp.MustCompile(`http.root cannot be read.*permission denied`).MatchString(log.String()) {
+		t.Errorf("no warning about the unreadable root:\n%s", log.String())
 	}
 }
