@@ -30,6 +30,11 @@ const memoryAnswer = maxPooledBuffer
 // connection: past it, answers wait in their temporary files from their first byte.
 const connAnswerMemory = 1 << 20
 
+// errTooManySpills keeps an answer that fits in memory there when temporary files already hold
+// Handler.maxSpills answers: each is a descriptor, and HTTP/2 clients that read nothing could
+// otherwise take every descriptor the process has (128 per connection), workers' pipes included.
+var errTooManySpills = errors.New("too many answers wait in temporary files")
+
 // spillCopy is the buffer a spilled answer is copied to the client with; an answer blocked on a
 // client that reads nothing holds one.
 const spillCopy = 16 << 10
@@ -161,7 +166,13 @@ func (a *answer) collect(p []byte) error {
 		return nil
 	}
 	if a.spill == nil {
-		f, err := a.h.tempFile()
+		var f *os.File
+		var err error
+		if fits && a.h.spills.Load() >= a.h.maxSpills {
+			err = errTooManySpills
+		} else {
+			f, err = a.h.tempFile()
+		}
 		switch {
 		case err != nil && fits:
 			// Over the connection's share, but no file to wait in (out of descriptors):
@@ -175,6 +186,7 @@ func (a *answer) collect(p []byte) error {
 			return fmt.Errorf("cannot hold a large answer: %w", err)
 		}
 		a.spill = f
+		a.h.spills.Add(1)
 	}
 	if _, err := a.spill.Write(p); err != nil {
 		return fmt.Errorf("cannot hold a large answer: %w", err)
@@ -336,6 +348,7 @@ func (a *answer) release() {
 	}
 	if a.spill != nil {
 		_ = a.spill.Close()
+		a.h.spills.Add(-1)
 		a.spill = nil
 	}
 }

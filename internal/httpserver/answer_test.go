@@ -484,7 +484,21 @@ func TestConnAnswerMemoryIsBounded(t *testing.T) {
 	if over.spill == nil || over.held != 0 || conn.answerMem.Load() != connAnswerMemory {
 		t.Fatalf("past the share: spill %v, held %d, connection %d", over.spill != nil, over.held, conn.answerMem.Load())
 	}
+	if h.spills.Load() != 1 {
+		t.Fatalf("%d answers counted as waiting in files, want 1", h.spills.Load())
+	}
 	over.release()
+	if h.spills.Load() != 0 {
+		t.Fatalf("a released spill is still counted: %d", h.spills.Load())
+	}
+	// With every spill file in use, an answer that fits in memory stays there.
+	h.maxSpills = 0
+	if inMemory := newAnswer(); inMemory.spill != nil {
+		t.Fatal("spilled past maxSpills")
+	} else {
+		inMemory.release()
+	}
+	h.maxSpills = maxSpills()
 	held[0].release()
 	if conn.answerMem.Load() != connAnswerMemory-memoryAnswer {
 		t.Fatalf("after a release the connection holds %d", conn.answerMem.Load())

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/peregrinephp/peregrine/internal/docroot"
@@ -93,6 +94,9 @@ type Handler struct {
 	opts Options
 	log  *slog.Logger
 	bufs sync.Pool // *[]byte frame and body buffers
+
+	spills    atomic.Int64 // answers waiting in temporary files (answer.go)
+	maxSpills int64        // past it, an answer that fits in memory stays there
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -102,12 +106,23 @@ func NewHandler(r Runner, opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{run: r, opts: opts, log: opts.Logger}
+	h := &Handler{run: r, opts: opts, log: opts.Logger, maxSpills: maxSpills()}
 	h.bufs.New = func() any {
 		b := make([]byte, 0, 4096)
 		return &b
 	}
 	return h
+}
+
+// maxSpills returns how many answers may wait in temporary files before an answer that fits in
+// memory stays there: a quarter of the descriptors the process may open (RLIMIT_NOFILE), at
+// least 64.
+func maxSpills() int64 {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 1024
+	}
+	return max(64, int64(rl.Cur/4))
 }
 
 // maxPooledBuffer is the largest buffer kept for reuse.
