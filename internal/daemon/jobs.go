@@ -111,6 +111,8 @@ func (b *background) startConsumers(ctx context.Context, cfg config.Config, base
 	cs := cfg.Jobs.Consumers
 	ccfg := cfg
 	ccfg.Workers.Command = cs.Command
+	ccfg.Workers.Concurrency = 1 // a consumer runs one job at a time, whatever the workers do
+	ccfg.Workers.Fork = false    // and is executed, never forked
 	ccfg.Workers.PHPIni = maps.Clone(cfg.Workers.PHPIni)
 	maps.Copy(ccfg.Workers.PHPIni, cs.PHPIni)
 	ccfg.Workers.Env = maps.Clone(cfg.Workers.Env)
