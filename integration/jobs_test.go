@@ -843,3 +843,27 @@ jobs:
 		t.Errorf("%d of %d jobs done", len(d), len(ids))
 	}
 }
+
+// TestConsumersBesideConcurrentWorkers: HTTP workers with workers.concurrency > 1 push jobs
+// that consumers, which run one job at a time, take as usual.
+func TestConsumersBesideConcurrentWorkers(t *testing.T) {
+	log := newJobLog(t)
+	s := startServer(t, fmt.Sprintf(`workers:
+  runtime: cli
+  command: php %s
+  count: 1
+  concurrency: 4
+jobs:
+  pipelines:
+%s  consumers:
+    command: php %s
+    count: 1
+    env: { JOB_LOG: %q }
+`, fixture(t, "job-push.php"), pipelineYAML(t, "memory", 0, "1s", "10s"), fixture(t, "job-consumer.php"), log.path))
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() { push(t, s, 5, `{"do":"ok"}`, "") })
+	}
+	wg.Wait()
+	eventually(t, 30*time.Second, "20 jobs done", func() bool { return len(log.done(t)) == 20 })
+}
