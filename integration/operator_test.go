@@ -331,8 +331,14 @@ func TestUnreadableRootLoggedAtStart(t *testing.T) {
 		<-done
 	})
 	// The warning comes before the workers start, so before the banner; the server goes on.
-	log.waitFor(t, `serving http://`, 60*time.Second)
+	banner := log.waitFor(t, `serving http://\S+`, 60*time.Second)
 	if !regexp.MustCompile(`http.root cannot be read.*permission denied`).MatchString(log.String()) {
 		t.Errorf("no warning about the unreadable root:\n%s", log.String())
 	}
+	// A request the root cannot answer says why in the log.
+	url := strings.TrimPrefix(banner, "serving ")
+	if r := get(t, url+"/style.css"); r.Status != http.StatusNotFound && r.Status != http.StatusForbidden {
+		t.Fatalf("status %d", r.Status)
+	}
+	log.waitFor(t, `got 403 or 404 because http.root cannot be read.*permission denied`, 10*time.Second)
 }

@@ -115,6 +115,9 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		metrics = admin.NewMetrics()
 		poolObs, httpObs = metrics, metrics
 	}
+	if cfg.HTTP.Root != "" {
+		httpObs = &rootCheck{root: cfg.HTTP.Root, log: log, next: httpObs}
+	}
 
 	phpOutput := newPHPLog(log.Handler()) // phplog.go: fatals at ERROR, traces whole, boot lines once
 	workerOpts := worker.Options{
