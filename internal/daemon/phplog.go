@@ -30,7 +30,7 @@ type phpLog struct {
 type phpLogShared struct {
 	mu      sync.Mutex
 	booting bool
-	seen    map[string]bool
+	seen    map[string]*heldLines // a line printed while booting, and the worker that printed it first
 }
 
 // heldLines is an uncaught exception's first line waiting for its stack trace, per stream.
@@ -45,7 +45,7 @@ type heldLines struct {
 const traceWait = 100 * time.Millisecond
 
 func newPHPLog(inner slog.Handler) *phpLog {
-	return &phpLog{inner: inner, shared: &phpLogShared{booting: true, seen: map[string]bool{}}, held: newHeld()}
+	return &phpLog{inner: inner, shared: &phpLogShared{booting: true, seen: map[string]*heldLines{}}, held: newHeld()}
 }
 
 func newHeld() *heldLines {
@@ -89,7 +89,7 @@ func (h *phpLog) Handle(ctx context.Context, r slog.Record) error {
 		return true
 	})
 	if stream == "" {
-		return h.emit(ctx, r)
+		return h.emit(ctx, r, false)
 	}
 	h.held.mu.Lock()
 	if held := h.held.lines[stream]; held != nil && phpTrace.MatchString(r.Message) {
@@ -116,7 +116,7 @@ func (h *phpLog) Handle(ctx context.Context, r slog.Record) error {
 		h.held.mu.Unlock()
 		return nil
 	}
-	return h.emit(ctx, r)
+	return h.emit(ctx, r, true)
 }
 
 // flush logs the held line of stream, if any.
@@ -132,20 +132,22 @@ func (h *phpLog) flush(stream string) error {
 	if r == nil {
 		return nil
 	}
-	return h.emit(context.Background(), *r)
+	return h.emit(context.Background(), *r, true)
 }
 
-func (h *phpLog) emit(ctx context.Context, r slog.Record) error {
+// emit logs r; output (a line a worker printed) is logged once while the workers boot.
+func (h *phpLog) emit(ctx context.Context, r slog.Record, output bool) error {
 	if !h.inner.Enabled(ctx, r.Level) {
 		return nil
 	}
 	h.shared.mu.Lock()
-	if h.shared.booting {
-		if h.shared.seen[r.Message] {
+	if h.shared.booting && output {
+		first, ok := h.shared.seen[r.Message]
+		if ok && first != h.held { // another worker said it already
 			h.shared.mu.Unlock()
 			return nil
 		}
-		h.shared.seen[r.Message] = true
+		h.shared.seen[r.Message] = h.held
 	}
 	h.shared.mu.Unlock()
 	return h.inner.Handle(ctx, r)
