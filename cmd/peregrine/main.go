@@ -242,8 +242,10 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	// The first SIGINT or SIGTERM stops gracefully; a second one stops at once (the workers are
-	// killed, in-flight requests fail), as an operator pressing ^C twice expects.
+	// The first SIGINT or SIGTERM stops gracefully; a second SIGINT stops at once (the workers
+	// are killed, in-flight requests fail), as an operator pressing ^C twice expects. A second
+	// SIGTERM changes nothing: supervisors (systemd, docker stop) send it and wait for the
+	// drain, and they have SIGKILL for impatience.
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	force := make(chan struct{})
@@ -255,9 +257,12 @@ func serve(args []string, stdout, stderr io.Writer) error {
 			return
 		}
 		stop()
-		if _, ok := <-sigs; ok {
-			logger.Warn("second signal: stopping at once")
-			close(force)
+		for sig := range sigs {
+			if sig == os.Interrupt {
+				logger.Warn("second signal: stopping at once")
+				close(force)
+				return
+			}
 		}
 	}()
 	hup := make(chan os.Signal, 1)
