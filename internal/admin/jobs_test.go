@@ -57,7 +57,10 @@ func TestJobsThroughTheClient(t *testing.T) {
 	// A job that fails its only attempt is dead; retry puts it back.
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); p.Consume(cctx, 1, func(context.Context, *jobs.Job) error { return errors.New("no") }) }()
+	go func() {
+		defer close(done)
+		p.Consume(cctx, 1, func(context.Context, *jobs.Job) error { return errors.New("no") })
+	}()
 	if _, err := c.PushJob(ctx, "emails", `2`, 0); err != nil {
 		t.Fatal(err)
 	}
