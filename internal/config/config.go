@@ -285,7 +285,8 @@ type Workers struct {
 	BootTimeout Duration `yaml:"boot_timeout"`
 
 	// Watch lists directories or glob patterns; a change under any of them replaces the workers.
-	// Meant for development. In YAML a single string is a list of one. Default none.
+	// A relative entry is relative to Dir ("*.php": Dir's PHP files). Meant for development. In
+	// YAML a single string is a list of one. Default none.
 	Watch []string `yaml:"watch"`
 }
 
