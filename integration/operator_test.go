@@ -342,3 +342,38 @@ func TestUnreadableRootLoggedAtStart(t *testing.T) {
 	}
 	log.waitFor(t, `got 403 or 404 because http.root cannot be read.*permission denied`, 10*time.Second)
 }
+
+// A reload turns the access log on, into a file, and off again (issue 15 item 21).
+func TestSIGHUPReloadsTheAccessLog(t *testing.T) {
+	t.Parallel()
+	base := "workers:\n  command: php " + fixture(t, "app.php") + "\n  count: 1\n  runtime: cli\n"
+	s := startServer(t, base)
+	cfgPath := filepath.Join(s.dir, "peregrine.yaml")
+	file := filepath.Join(t.TempDir(), "access.log")
+	reload := func(yaml string, n int) {
+		t.Helper()
+		if err := os.WriteFile(cfgPath, []byte("http:\n  address: 127.0.0.1:0\n"+yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s.signal(syscall.SIGHUP)
+		eventually(t, 30*time.Second, "the reload", func() bool { return s.log.count(`all workers replaced`) == n })
+	}
+	get(t, s.URL+"/pid?off")
+	reload("log:\n  access_file: "+file+"\n"+base, 1)
+	if !strings.Contains(s.log.String(), `"applied":["log.access"]`) {
+		t.Errorf("the reload does not say it applied the access log:\n%s", s.log.String())
+	}
+	get(t, s.URL+"/pid?on")
+	eventually(t, 10*time.Second, "the request in the access file", func() bool {
+		b, _ := os.ReadFile(file)
+		return strings.Contains(string(b), `"query":"on"`)
+	})
+	reload(base, 2)
+	get(t, s.URL+"/pid?off-again")
+	get(t, s.URL+"/sleep?ms=1") // on the same connection: starts once the previous request has logged
+	s.log.waitFor(t, `sleeping in /sleep\?ms=1`, 10*time.Second)
+	b, _ := os.ReadFile(file)
+	if strings.Contains(string(b), "off") || strings.Contains(s.log.String(), `"msg":"request"`) {
+		t.Errorf("a request logged while the access log was off; file:\n%s\nlog:\n%s", b, s.log.String())
+	}
+}

@@ -135,9 +135,14 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		defer tmpl.Close() // after p.Stop below: the workers go first
 		workerOpts.Template = tmpl
 	}
+	access := newAccessLogs(log) // logs.go
+	if err := access.apply(cfg.Log); err != nil {
+		return err
+	}
+	defer access.close()
 	count := cfg.Workers.ResolvedCount()
 	p := pool.New(poolOptions(cfg, count, workerOpts, log, poolObs))
-	reload := &reloader{log: log, level: opts.Level, pool: p, running: &cfg,
+	reload := &reloader{log: log, level: opts.Level, pool: p, running: &cfg, access: access.apply,
 		workerOptions: func(c config.Config) (worker.Options, error) {
 			argv, _, err := workerArgv(c, uploadDir)
 			if err != nil {
@@ -151,15 +156,6 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		poolOptions: func(c config.Config, wo worker.Options) pool.Options {
 			return poolOptions(c, count, wo, log, poolObs)
 		},
-	}
-	var accessLog *slog.Logger // nil: the access log goes to log
-	var accessFile *logFile
-	if cfg.Log.AccessFile != "" {
-		if accessFile, err = openLogFile(cfg.Log.AccessFile); err != nil {
-			return err
-		}
-		defer accessFile.Close()
-		accessLog = slog.New(slog.NewJSONHandler(accessFile, nil))
 	}
 	handler := httpserver.NewHandler(p, httpserver.Options{
 		TempDir: uploadDir,
@@ -179,8 +175,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		ServerName:     cfg.HTTP.ServerName,
 		WriteTimeout:   time.Duration(cfg.HTTP.WriteTimeout),
 		BodyTimeout:    time.Duration(cfg.HTTP.BodyTimeout),
-		AccessLog:      cfg.Log.Access || cfg.Log.AccessFile != "",
-		AccessLogger:   accessLog,
+		AccessLog:      access.out,
 		Logger:         log,
 		Observer:       httpObs,
 		TrustedProxies: cfg.HTTP.TrustedPrefixes(),
@@ -291,10 +286,8 @@ loop:
 			if opts.Reload != nil {
 				reload.apply(opts.Reload())
 			}
-			if accessFile != nil {
-				if err := accessFile.reopen(); err != nil {
-					log.Error("reopening the access log failed; it goes on to the old file", "err", err)
-				}
+			if err := access.reopen(); err != nil {
+				log.Error("reopening the access log failed; it goes on to the old file", "err", err)
 			}
 			requestReset("SIGHUP")
 		case c := <-changes:

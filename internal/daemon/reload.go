@@ -15,9 +15,9 @@ import (
 // Reload on SIGHUP (as php-fpm and Caddy do): the daemon reads the config file again through
 // Options.Reload. What a running server can take is applied: the workers' settings (handed to
 // the pool, then every worker is replaced, as SIGHUP always did), the pool's limits,
-// workers.stop_timeout and log.level. What needs a restart (the listeners, the workers' count
-// and mode, tables, jobs, the log's format and access log) is logged by key and left as it
-// runs. An invalid file changes nothing: the error is logged and the running config stays.
+// workers.stop_timeout, log.level, log.access and log.access_file. What needs a restart (the
+// listeners, the workers' count and mode, tables, jobs, log.format) is logged by key and left
+// as it runs. An invalid file changes nothing: the error is logged and the running config stays.
 
 // optionSetter is what the daemon needs from the pool to apply a reload: new options for the
 // workers started from now on (the reset that follows replaces all of them) and new limits for
@@ -59,8 +59,6 @@ func restartKeys(old, next config.Config) []string {
 	diff("tables", old.Tables, next.Tables)
 	diff("jobs", old.Jobs, next.Jobs)
 	diff("log.format", old.Log.Format, next.Log.Format)
-	diff("log.access", old.Log.Access, next.Log.Access)
-	diff("log.access_file", old.Log.AccessFile, next.Log.AccessFile)
 	diff("workers.count", old.Workers.ResolvedCount(), next.Workers.ResolvedCount())
 	diff("workers.concurrency", old.Workers.Concurrency, next.Workers.Concurrency)
 	diff("workers.runtime", old.Workers.Runtime, next.Workers.Runtime)
@@ -83,9 +81,10 @@ func workerKeysChanged(old, next config.Config) bool {
 // reloader applies a new config to a running server; see the comment at the top of the file.
 type reloader struct {
 	log     *slog.Logger
-	level   *slog.LevelVar // nil: the level is fixed
-	pool    any            // an optionSetter once the pool has SetOptions
-	running *config.Config // what runs now; updated with what was applied
+	level   *slog.LevelVar         // nil: the level is fixed
+	access  func(config.Log) error // points the access log where log.access and access_file say; nil: fixed
+	pool    any                    // an optionSetter once the pool has SetOptions
+	running *config.Config         // what runs now; updated with what was applied
 	// workerOptions builds the options of the workers for a config (daemon.Run's).
 	workerOptions func(config.Config) (worker.Options, error)
 	poolOptions   func(config.Config, worker.Options) pool.Options
@@ -120,6 +119,14 @@ func (r *reloader) apply(next config.Config, loadErr error) bool {
 		if err := r.level.UnmarshalText([]byte(next.Log.Level)); err == nil {
 			r.running.Log.Level = next.Log.Level
 			applied = append(applied, "log.level")
+		}
+	}
+	if (old.Log.Access != next.Log.Access || old.Log.AccessFile != next.Log.AccessFile) && r.access != nil {
+		if err := r.access(next.Log); err != nil {
+			r.log.Error("config reload: the access log stays where it was", "err", err)
+		} else {
+			r.running.Log.Access, r.running.Log.AccessFile = next.Log.Access, next.Log.AccessFile
+			applied = append(applied, "log.access")
 		}
 	}
 	if len(restart) > 0 {

@@ -4,13 +4,37 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
-// logAccess writes the access log's record of one finished request (log.access): the fields
-// operators grep for, as nginx's combined format has them, and the worker that ran it. A
-// request no worker ran (a static file, a refused request) has no "pid" field.
-func (h *Handler) logAccess(r *http.Request, w *countingWriter, start time.Time, pid int, bytesIn int64) {
+// AccessLog is where the access log goes (log.access, log.access_file): a logger that can be
+// replaced, or turned off with nil, while requests run (a config reload).
+type AccessLog struct {
+	l atomic.Pointer[slog.Logger]
+}
+
+// NewAccessLog returns an access log writing to l; nil starts it off.
+func NewAccessLog(l *slog.Logger) *AccessLog {
+	a := &AccessLog{}
+	a.Set(l)
+	return a
+}
+
+// Set sends the records of requests that start from now on to l; nil turns the log off.
+func (a *AccessLog) Set(l *slog.Logger) { a.l.Store(l) }
+
+func (a *AccessLog) logger() *slog.Logger {
+	if a == nil {
+		return nil
+	}
+	return a.l.Load()
+}
+
+// logAccess writes the access log's record of one finished request: the fields operators grep
+// for, as nginx's combined format has them, and the worker that ran it. A request no worker ran
+// (a static file, a refused request) has no "pid" field.
+func logAccess(log *slog.Logger, r *http.Request, w *countingWriter, start time.Time, pid int, bytesIn int64) {
 	attrs := make([]slog.Attr, 0, 14)
 	attrs = append(attrs,
 		slog.String("method", r.Method),
@@ -35,10 +59,6 @@ func (h *Handler) logAccess(r *http.Request, w *countingWriter, start time.Time,
 	}
 	if ref := r.Referer(); ref != "" {
 		attrs = append(attrs, slog.String("referer", ref))
-	}
-	log := h.opts.AccessLogger
-	if log == nil {
-		log = h.log
 	}
 	log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 }

@@ -70,10 +70,9 @@ type Options struct {
 	// ServerName is SERVER_NAME for scripts under Root (http.server_name); empty means the
 	// address the connection arrived on.
 	ServerName string
-	// AccessLog logs one line per request (accesslog.go), to AccessLogger, or to Logger when
-	// AccessLogger is nil.
-	AccessLog    bool
-	AccessLogger *slog.Logger
+	// AccessLog, if set, logs one record per request (accesslog.go); it can be turned on, off
+	// or elsewhere while the server runs.
+	AccessLog *AccessLog
 	// Logger receives the access log and request errors.
 	Logger *slog.Logger
 	// Observer, if set, is told about every finished request.
@@ -154,7 +153,8 @@ func (h *Handler) tempFile() (*os.File, error) {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	timed := h.opts.Observer != nil || h.opts.AccessLog
+	access := h.opts.AccessLog.logger()
+	timed := h.opts.Observer != nil || access != nil
 	var start time.Time
 	if timed {
 		start = time.Now()
@@ -169,8 +169,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.opts.Observer != nil {
 		h.opts.Observer.Request(r.Method, rw.status, time.Since(start), bytesIn, rw.bytes)
 	}
-	if h.opts.AccessLog {
-		h.logAccess(r, rw, start, pid, bytesIn) // accesslog.go
+	if access != nil {
+		logAccess(access, r, rw, start, pid, bytesIn) // accesslog.go
 	}
 }
 
