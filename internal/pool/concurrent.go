@@ -26,7 +26,7 @@ func (p *Pool) runConcurrent(s *slot, w *waiter) (retry bool) {
 	}
 	p.mu.Unlock()
 	start := time.Now()
-	m.Do(w.ctx, w.call, p.opts.ExecTimeout)
+	m.Do(w.ctx, w.call, p.o().ExecTimeout)
 	switch w.call.Outcome {
 	case worker.Answered:
 		p.recordExec(time.Since(start))
@@ -50,7 +50,7 @@ func (p *Pool) runConcurrent(s *slot, w *waiter) (retry bool) {
 // supervisor when it failed, said it exits, reached a limit or must go (reset, stop).
 func (p *Pool) ended(s *slot, m *worker.Mux, fate error) {
 	var rss int64
-	if fate == nil && p.opts.MaxMemory > 0 {
+	if fate == nil && p.o().MaxMemory > 0 {
 		rss, _ = s.w.RSS()
 	}
 	p.mu.Lock()
@@ -64,14 +64,14 @@ func (p *Pool) ended(s *slot, m *worker.Mux, fate error) {
 		switch {
 		case fate != nil:
 			s.retiring = &retirement{reason: reasonFor(fate), err: fate}
-		case p.opts.MaxJobs > 0 && s.jobs >= p.opts.MaxJobs:
+		case p.o().MaxJobs > 0 && s.jobs >= p.o().MaxJobs:
 			s.retiring = &retirement{reason: "max_jobs"}
-		case rss > p.opts.MaxMemory && p.opts.MaxMemory > 0:
+		case rss > p.o().MaxMemory && p.o().MaxMemory > 0:
 			s.retiring = &retirement{reason: "max_memory"}
 		}
 	}
 	if s.retiring == nil && s.want == "" && !p.stopping {
-		if s.inflight == p.opts.Concurrency-1 { // it was full
+		if s.inflight == p.o().Concurrency-1 { // it was full
 			p.idle = append(p.idle, s)
 		}
 		if s.inflight == 0 {

@@ -139,7 +139,7 @@ type waiter struct {
 
 // Pool is a supervised set of PHP workers. Its methods are safe for concurrent use.
 type Pool struct {
-	opts Options
+	opts atomic.Pointer[Options] // o() reads them; SetOptions replaces them
 	log  *slog.Logger
 	obs  Observer
 
@@ -179,7 +179,36 @@ func New(opts Options) *Pool {
 		opts.Observer = nopObserver{}
 	}
 	life, kill := context.WithCancel(context.Background())
-	return &Pool{opts: opts, log: opts.Logger, obs: opts.Observer, life: life, kill: kill, stopped: make(chan struct{}), budget: batchBudget}
+	p := &Pool{log: opts.Logger, obs: opts.Observer, life: life, kill: kill, stopped: make(chan struct{}), budget: batchBudget}
+	p.opts.Store(&opts)
+	return p
+}
+
+// o returns the pool's options in force; SetOptions replaces them as a whole.
+func (p *Pool) o() *Options { return p.opts.Load() }
+
+// SetOptions replaces the options of a running pool (a config reload): limits and timeouts
+// apply to requests from now on, and the worker options to workers started from now on (and to
+// the worker template's next process), so a Reset after it puts every worker on them. The number of workers and their concurrency
+// cannot change while the pool runs: it returns an error naming the key, and nothing changes.
+// The logger and the observer stay the pool's own.
+func (p *Pool) SetOptions(o Options) error {
+	cur := p.o()
+	if o.Size < 1 {
+		o.Size = 1
+	}
+	if o.Size != cur.Size {
+		return fmt.Errorf("workers.count: the number of workers (%d, now %d) changes only with a restart", cur.Size, o.Size)
+	}
+	if max(o.Concurrency, 1) != max(cur.Concurrency, 1) {
+		return fmt.Errorf("workers.concurrency (%d, now %d) changes only with a restart", max(cur.Concurrency, 1), max(o.Concurrency, 1))
+	}
+	o.Logger, o.Observer = cur.Logger, cur.Observer
+	if t := o.Worker.Template; t != nil {
+		t.Configure(o.Worker) // the next Renew starts the template, and so the workers, on them
+	}
+	p.opts.Store(&o)
+	return nil
 }
 
 type nopObserver struct{}
@@ -192,9 +221,9 @@ func (nopObserver) Batched(int)           {}
 // are killed and the error, with PHP's own message, is returned: a script that cannot start
 // should stop the server from starting. ctx bounds the boot only; Stop ends the pool.
 func (p *Pool) Start(ctx context.Context) error {
-	p.slots = make([]*slot, p.opts.Size)
-	workers := make([]*worker.Worker, p.opts.Size)
-	errs := make([]error, p.opts.Size)
+	p.slots = make([]*slot, p.o().Size)
+	workers := make([]*worker.Worker, p.o().Size)
+	errs := make([]error, p.o().Size)
 	var wg sync.WaitGroup
 	for i := range p.slots {
 		s := &slot{id: i + 1, state: StateStarting, retire: make(chan retirement, 1), ctl: make(chan ctlMsg)}
@@ -251,7 +280,7 @@ func (p *Pool) Do(ctx context.Context, call *worker.Call) (pid int, err error) {
 			return w.pid, w.err
 		}
 		// Nothing of it reached PHP: run put it back in the queue, first.
-	case p.opts.MaxQueue > 0 && p.waiting >= p.opts.MaxQueue:
+	case p.o().MaxQueue > 0 && p.waiting >= p.o().MaxQueue:
 		p.mu.Unlock()
 		return 0, unavailable(ErrQueueFull)
 	default:
@@ -262,8 +291,8 @@ func (p *Pool) Do(ctx context.Context, call *worker.Call) (pid int, err error) {
 	}
 
 	var timeout <-chan time.Time
-	if p.opts.AllocateTimeout > 0 {
-		t := time.NewTimer(p.opts.AllocateTimeout)
+	if p.o().AllocateTimeout > 0 {
+		t := time.NewTimer(p.o().AllocateTimeout)
 		defer t.Stop()
 		timeout = t.C
 	}
@@ -476,7 +505,7 @@ func (p *Pool) run(s *slot, batch []*waiter) (retry bool) {
 		}
 	}
 	start := time.Now()
-	done, err := w.Exec(p.life, calls, p.opts.ExecTimeout, lead, answered)
+	done, err := w.Exec(p.life, calls, p.o().ExecTimeout, lead, answered)
 	if !done {
 		self.pid = w.PID()
 		go func() {
@@ -533,7 +562,7 @@ func (p *Pool) recordExec(perRequest time.Duration) {
 func (p *Pool) Reset(ctx context.Context) error {
 	p.resetMu.Lock()
 	defer p.resetMu.Unlock()
-	if t := p.opts.Worker.Template; t != nil {
+	if t := p.o().Worker.Template; t != nil {
 		if err := t.Renew(ctx); err != nil {
 			p.log.Error("workers not replaced: the new worker template failed to start", "err", err)
 			return fmt.Errorf("renew the worker template: %w", err)
@@ -617,7 +646,7 @@ func (p *Pool) Admit() error {
 	switch {
 	case p.stopping:
 		return unavailable(ErrStopped)
-	case p.opts.MaxQueue > 0 && p.waiting >= p.opts.MaxQueue && len(p.idle) == 0:
+	case p.o().MaxQueue > 0 && p.waiting >= p.o().MaxQueue && len(p.idle) == 0:
 		return unavailable(ErrQueueFull)
 	}
 	return nil

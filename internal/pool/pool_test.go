@@ -442,3 +442,27 @@ func TestResetThenRecycleStopsTheResetWorker(t *testing.T) {
 		t.Fatalf("after the recycle: %+v", res)
 	}
 }
+
+// TestSetOptions: a reload's limits apply to the next requests and its worker options to the
+// next workers; the number of workers and their concurrency refuse to change.
+func TestSetOptions(t *testing.T) {
+	p := newPool(t, Options{Size: 1})
+	opts := withWorker(t, Options{Size: 1, MaxJobs: 2})
+	if err := p.SetOptions(opts); err != nil {
+		t.Fatal(err)
+	}
+	first := call(t, p, context.Background(), "/pid", "")
+	second := call(t, p, context.Background(), "/pid", "")
+	third := call(t, p, context.Background(), "/pid", "")
+	if first.body != second.body || third.body == second.body {
+		t.Fatalf("max_jobs 2 after SetOptions: pids %s %s %s", first.body, second.body, third.body)
+	}
+	for _, bad := range []Options{{Size: 2}, {Size: 1, Concurrency: 4}} {
+		if err := p.SetOptions(withWorker(t, bad)); err == nil {
+			t.Errorf("SetOptions(%+v) accepted", bad)
+		}
+	}
+	if p.o().MaxJobs != 2 {
+		t.Errorf("a refused SetOptions changed the options: max_jobs %d", p.o().MaxJobs)
+	}
+}

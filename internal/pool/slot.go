@@ -88,7 +88,7 @@ func (p *Pool) Workers() []WorkerInfo {
 }
 
 func (p *Pool) workerOptions(s *slot) worker.Options {
-	o := p.opts.Worker
+	o := p.o().Worker
 	if o.Logger == nil {
 		o.Logger = p.log
 	}
@@ -113,17 +113,17 @@ func (p *Pool) grantLocked(s *slot) {
 		p.markBusyLocked(s)
 	}
 	s.inflight++
-	if s.inflight >= p.opts.Concurrency {
+	if s.inflight >= p.o().Concurrency {
 		p.idle = p.idle[:len(p.idle)-1]
 	}
 }
 
 // jobLimitLocked is how many more requests the slot's worker may take before max_jobs.
 func (p *Pool) jobLimitLocked(s *slot) int {
-	if p.opts.MaxJobs <= 0 {
+	if p.o().MaxJobs <= 0 {
 		return maxBatch
 	}
-	return max(1, p.opts.MaxJobs-s.jobs)
+	return max(1, p.o().MaxJobs-s.jobs)
 }
 
 // publish puts a freshly booted worker into service.
@@ -133,7 +133,7 @@ func (p *Pool) publish(s *slot, w *worker.Worker) {
 	s.w, s.jobs, s.want, s.started = w, 0, "", w.Started()
 	s.state, s.failing = StateReady, false
 	s.mux, s.inflight, s.retiring = nil, 0, nil
-	if p.opts.Concurrency > 1 {
+	if p.o().Concurrency > 1 {
 		var m *worker.Mux
 		m = worker.NewMux(p.life, w, cancelGrace, func(fate error) { p.ended(s, m, fate) })
 		s.mux = m
@@ -146,7 +146,7 @@ func (p *Pool) publish(s *slot, w *worker.Worker) {
 // reached a limit or must go, to its supervisor. Requests to run again go first in the queue.
 func (p *Pool) release(s *slot, answered int, err error, requeue []*waiter) {
 	var rss int64
-	if err == nil && p.opts.MaxMemory > 0 {
+	if err == nil && p.o().MaxMemory > 0 {
 		rss, _ = s.w.RSS()
 	}
 	p.mu.Lock()
@@ -161,9 +161,9 @@ func (p *Pool) release(s *slot, answered int, err error, requeue []*waiter) {
 		r.reason = s.want
 	case p.stopping:
 		r.reason = "stop"
-	case p.opts.MaxJobs > 0 && s.jobs >= p.opts.MaxJobs:
+	case p.o().MaxJobs > 0 && s.jobs >= p.o().MaxJobs:
 		r.reason = "max_jobs"
-	case rss > p.opts.MaxMemory && p.opts.MaxMemory > 0:
+	case rss > p.o().MaxMemory && p.o().MaxMemory > 0:
 		r = retirement{reason: "max_memory", err: fmt.Errorf("rss %d bytes", rss)}
 	}
 	if r.reason == "" {
@@ -323,7 +323,7 @@ func (p *Pool) stopWorker(w *worker.Worker) {
 	p.mu.Unlock()
 	if ctx == nil {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(p.life, p.opts.StopTimeout)
+		ctx, cancel = context.WithTimeout(p.life, p.o().StopTimeout)
 		defer cancel()
 	}
 	w.Stop(ctx)

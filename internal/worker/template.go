@@ -32,12 +32,28 @@ import (
 //	           exits  v   │ Fork starts a new one
 //	                 dead ┘
 type Template struct {
-	opts Options
-	log  *slog.Logger
+	optsMu sync.Mutex // guards opts: Configure may run while a fork starts a template
+	opts   Options
+	log    *slog.Logger
 
 	mu     sync.Mutex // one fork at a time; guards the fields below
 	cur    *templateProcess
 	closed bool
+}
+
+// Configure gives the template the command (with its -d options), directory, environment and
+// boot timeout of o for the template processes it starts from now on: Renew (a reset) then
+// forks workers with them. The running template process keeps its own.
+func (t *Template) Configure(o Options) {
+	t.optsMu.Lock()
+	defer t.optsMu.Unlock()
+	t.opts.Argv, t.opts.Dir, t.opts.Env, t.opts.BootTimeout = o.Argv, o.Dir, o.Env, o.BootTimeout
+}
+
+func (t *Template) options() Options {
+	t.optsMu.Lock()
+	defer t.optsMu.Unlock()
+	return t.opts
 }
 
 // ErrTemplateClosed is returned by Fork and Renew after Close.
@@ -200,8 +216,9 @@ func (t *Template) start(ctx context.Context) (*templateProcess, error) {
 		_ = fc.Close()
 		return nil, fmt.Errorf("worker template: pipe: %w", err)
 	}
-	argv := append([]string{t.opts.Argv[0], "--template"}, t.opts.Argv[1:]...)
-	proc, err := execProcess(argv, t.opts, outW, errW, theirs)
+	opts := t.options()
+	argv := append([]string{opts.Argv[0], "--template"}, opts.Argv[1:]...)
+	proc, err := execProcess(argv, opts, outW, errW, theirs)
 	closeAll(outW, errW)
 	if err != nil {
 		closeAll(outR, errR)
@@ -215,7 +232,7 @@ func (t *Template) start(ctx context.Context) (*templateProcess, error) {
 		close(p.exited)
 		_ = p.conn.SetDeadline(time.Now()) // a Fork waiting for a reply ends
 	}()
-	if err := p.awaitReady(ctx, t.opts.BootTimeout); err != nil {
+	if err := p.awaitReady(ctx, opts.BootTimeout); err != nil {
 		p.proc.kill()
 		<-p.exited
 		_ = p.conn.Close()
