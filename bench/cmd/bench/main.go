@@ -165,6 +165,12 @@ func run(quick bool, only string, runs int, peregrine, outDir string, keep bool)
 		}
 		done("highloadcup")
 	}
+	if selected("techempower") { // techempower.go (issue 16)
+		if rep.techempower, err = lab.techempowerScenario(p); err != nil {
+			return err
+		}
+		done("techempower")
+	}
 	rep.elapsed = time.Since(started)
 
 	if err := os.MkdirAll(outDir, 0o755); err != nil {

@@ -25,7 +25,8 @@ type report struct {
 	front     []*comparison
 	memory    [][]memRun // one row per run: the systems in the order they ran
 
-	highloadcup *hlcResult // highloadcup.go
+	highloadcup *hlcResult    // highloadcup.go
+	techempower []*comparison // techempower.go
 }
 
 func median(xs []float64) float64 {
@@ -320,6 +321,7 @@ func (r *report) markdown() string {
 		r.frontMarkdown(&b)
 	}
 	b.WriteString(r.highloadcup.markdown())
+	techempowerMarkdown(&b, r.techempower)
 
 	return b.String()
 }

@@ -69,11 +69,11 @@ func quickPlan() plan {
 }
 
 // scenarioNames lists what -only takes, in the order the scenarios run.
-const scenarioNames = "hello, delay, framework, classic, front, memory, highloadcup"
+const scenarioNames = "hello, delay, framework, classic, front, memory, highloadcup, techempower"
 
 func validScenario(s string) bool {
 	switch s {
-	case "hello", "delay", "framework", "memory", "classic", "front", "highloadcup":
+	case "hello", "delay", "framework", "memory", "classic", "front", "highloadcup", "techempower":
 		return true
 	}
 	return false
