@@ -145,6 +145,13 @@ func run(quick bool, only string, runs int, peregrine, outDir string, keep bool)
 		if rep.classic, err = lab.classicScenario(p); err != nil {
 			return err
 		}
+		mw, err := lab.mediawikiScenario(p) // mediawiki.go (issue 16)
+		if err != nil {
+			return err
+		}
+		if mw != nil {
+			rep.classic = append(rep.classic, mw)
+		}
 		done("classic")
 	}
 	if selected("front") {

@@ -297,7 +297,9 @@ func (r *report) markdown() string {
 			"runtime (`bin/peregrine-php`), PHP-FPM's model without the FastCGI hop and without nginx; static files are "+
 			"served by the daemon. Against nginx + PHP-FPM on the same `index.php`, and on WordPress's front page "+
 			"(Debian's `wordpress` package with its default theme, the default content, pretty permalinks; nginx with "+
-			"`try_files $uri $uri/ /index.php?$query_string` and Debian's `snippets/fastcgi-php.conf`). OPcache on for "+
+			"`try_files $uri $uri/ /index.php?$query_string` and Debian's `snippets/fastcgi-php.conf`), and on MediaWiki's "+
+			"main page (Debian's `mediawiki` package, installed with SQLite by `bench/apps/mediawiki/install.sh`, the same "+
+			"nginx site). OPcache on for "+
 			"both, `opcache.validate_timestamps=0` and 128 MiB for both. Then worker mode (raw, `bench/apps/hello/raw.php`) "+
 			"on the native runtime against the cli runtime (plain `php`). %d workers. Before each run the servers get a warm-up "+
 			"and then nothing queued (a lone request answered quickly), as in the delay scenario.\n\n", r.classic[0].workers)
