@@ -178,6 +178,18 @@ func run(quick bool, only string, runs int, peregrine, outDir string, keep bool)
 		}
 		done("techempower")
 	}
+	if selected("concurrency") { // concurrency.go (issue 17)
+		if rep.concurrency, err = lab.concurrencyScenario(p); err != nil {
+			return err
+		}
+		done("concurrency")
+	}
+	if selected("jobs") { // jobsbench.go (issue 19)
+		if rep.jobs, err = lab.jobsScenario(p); err != nil {
+			return err
+		}
+		done("jobs")
+	}
 	rep.elapsed = time.Since(started)
 
 	if err := os.MkdirAll(outDir, 0o755); err != nil {

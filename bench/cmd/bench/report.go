@@ -27,6 +27,8 @@ type report struct {
 
 	highloadcup *hlcResult    // highloadcup.go
 	techempower []*comparison // techempower.go
+	concurrency *concResult   // concurrency.go
+	jobs        *jobsResult   // jobsbench.go
 }
 
 func median(xs []float64) float64 {
@@ -324,6 +326,8 @@ func (r *report) markdown() string {
 	}
 	b.WriteString(r.highloadcup.markdown())
 	techempowerMarkdown(&b, r.techempower)
+	b.WriteString(r.concurrency.markdown())
+	b.WriteString(r.jobs.markdown())
 
 	return b.String()
 }

@@ -69,11 +69,11 @@ func quickPlan() plan {
 }
 
 // scenarioNames lists what -only takes, in the order the scenarios run.
-const scenarioNames = "hello, delay, framework, classic, front, memory, highloadcup, techempower"
+const scenarioNames = "hello, delay, framework, classic, front, memory, highloadcup, techempower, concurrency, jobs"
 
 func validScenario(s string) bool {
 	switch s {
-	case "hello", "delay", "framework", "memory", "classic", "front", "highloadcup", "techempower":
+	case "hello", "delay", "framework", "memory", "classic", "front", "highloadcup", "techempower", "concurrency", "jobs":
 		return true
 	}
 	return false

@@ -1,0 +1,15 @@
+<?php
+// nginx + PHP-FPM side of the concurrency benchmark: the same waits (../waits.php), one
+// request per process; a connection per request, as PHP-FPM code usually has.
+declare(strict_types=1);
+
+require __DIR__ . '/../waits.php';
+
+[$mysql, $redis] = concurrency_pools();
+$body = concurrency_wait((string) parse_url($_SERVER['REQUEST_URI'] ?? '/', PHP_URL_PATH), $mysql, $redis);
+header('Content-Type: text/plain');
+if ($body === null) {
+    http_response_code(404);
+    $body = 'no such wait';
+}
+echo $body;
