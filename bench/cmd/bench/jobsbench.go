@@ -4,7 +4,7 @@ package main
 // Peregrine\Jobs::push in the handler) and consumed by 2 consumers (examples/jobs/consumer.php,
 // which does nothing with them), for the memory, redis and nats drivers. Per driver:
 //   - the push's added latency: the same request with and without the push (GET /push against
-//     GET /noop), wrk -c4, p50 and p99 of each;
+//     GET /noop), one connection (wrk -c1), p50 and p99 of each;
 //   - the push rate: wrk -c16 on /push with the pipeline paused (the jobs pile up);
 //   - the consume rate: the pipeline resumed, the jobs counted (the admin listener's GET /jobs)
 //     until the queue has drained.
@@ -62,7 +62,7 @@ func (l *lab) jobsScenario(p plan) (*jobsResult, error) {
 		target float64
 		addr   string
 	}{{"memory", 20000, ""}, {"redis", 10000, "127.0.0.1:6379"}, {"nats", 10000, "127.0.0.1:4222"}} {
-		row := &jobsRow{driver: d.driver, target: d.target, consumers: 2, httpWorkers: 4, latencyConns: 4, pushLoadConns: 16}
+		row := &jobsRow{driver: d.driver, target: d.target, consumers: 2, httpWorkers: 4, latencyConns: 1, pushLoadConns: 16}
 		res.rows = append(res.rows, row)
 		if d.addr != "" {
 			if missing := tcpMissing(d.driver, d.addr); missing != "" {
@@ -259,8 +259,8 @@ log:
 	}
 	row.drain = time.Since(start)
 	row.jobs = min(done, pushed) - before
-	logf("  %s: push +%s p50, +%s p99; %0.f pushes/s; %d jobs drained in %s: %.0f jobs/s", row.driver,
-		fmtDur(row.push.p50-row.noop.p50), fmtDur(row.push.p99-row.noop.p99), row.pushLoad.rps, row.jobs,
+	logf("  %s: push %s p50, %s p99; %0.f pushes/s; %d jobs drained in %s: %.0f jobs/s", row.driver,
+		fmtDelta(row.push.p50-row.noop.p50), fmtDelta(row.push.p99-row.noop.p99), row.pushLoad.rps, row.jobs,
 		row.drain.Round(time.Millisecond), row.rate())
 	return nil
 }
