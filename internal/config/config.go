@@ -210,9 +210,13 @@ type Workers struct {
 	// (module startup, OPcache, opcache.preload) instead of executing each: OPcache's shared
 	// memory, the preloaded code and what PHP builds at startup are then shared copy-on-write,
 	// as between PHP-FPM's children, and each worker costs a fraction of the memory. A reset
-	// (SIGHUP, admin, watch) starts a new template first, so new workers see new code. Only
-	// with the native runtime: workers.runtime native and a command that runs php, or classic
-	// mode. Default false: every worker is a process of its own.
+	// (SIGHUP, admin, watch) starts a new template first, so new workers see new code. False
+	// executes every worker, a process of its own. Forking needs the native runtime
+	// (workers.runtime native and a command that runs php, or classic mode): true elsewhere is
+	// an error. Default DefaultFork: true where the native runtime runs the workers, false
+	// under runtime cli or with a command that is not php. Parse applies it, from the file's
+	// runtime and command, when the file leaves the key out, so that after Parse Fork is the
+	// value in effect (which EffectiveYAML prints).
 	Fork bool `yaml:"fork"`
 
 	// Dir is the working directory of the workers. A relative path is relative to the directory
@@ -354,6 +358,7 @@ func Default() Config {
 		},
 		Workers: Workers{
 			Runtime:         "native",
+			Fork:            true, // DefaultFork of these defaults
 			Concurrency:     1,
 			Dir:             ".",
 			Env:             map[string]string{},
@@ -379,6 +384,14 @@ func (w Workers) ResolvedCount() int {
 		return w.Count
 	}
 	return runtime.GOMAXPROCS(0)
+}
+
+// DefaultFork returns the default of Fork for w's runtime and command: true when the workers
+// run the native runtime, which the template is, that is workers.runtime native with a
+// command that runs php or no command (classic mode); false (every worker executed) under
+// runtime cli or with a command that is not php.
+func (w Workers) DefaultFork() bool {
+	return w.Runtime == "native" && (len(w.Command) == 0 || isPHP(w.Command[0]))
 }
 
 // Enabled reports whether the listener serves HTTPS.

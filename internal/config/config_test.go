@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -57,6 +58,7 @@ func TestDefault(t *testing.T) {
 		},
 		Workers: Workers{
 			Runtime:         "native",
+			Fork:            true,
 			Dir:             ".",
 			Env:             map[string]string{},
 			Concurrency:     1,
@@ -182,13 +184,53 @@ func TestFull(t *testing.T) {
 	gotv := reflect.ValueOf(got)
 	for i := range def.NumField() {
 		for j := range def.Field(i).NumField() {
-			name := def.Type().Field(i).Name + "." + def.Field(i).Type().Field(j).Name
-			if name == "Workers.Fork" {
-				continue // true needs runtime: native, the default; TestFork covers it
-			}
 			if reflect.DeepEqual(def.Field(i).Field(j).Interface(), gotv.Field(i).Field(j).Interface()) {
 				t.Errorf("testdata/full.yaml leaves %s.%s at its default", def.Type().Field(i).Name, def.Field(i).Type().Field(j).Name)
 			}
+		}
+	}
+}
+
+// TestForkDefault: without the key, workers.fork is true where the native runtime runs the
+// workers (a php command, classic mode) and false under runtime cli or with another program;
+// the key, when given, wins, and an explicit true where forking cannot apply is refused.
+func TestForkDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		want      bool
+	}{
+		{"native script", "workers:\n  command: php worker.php\n", true},
+		{"native script, runtime given", "workers:\n  command: /usr/bin/php8.2 worker.php\n  runtime: native\n", true},
+		{"classic mode", "http:\n  root: testdata\n", true},
+		{"empty file", "", true},
+		{"cli runtime", "workers:\n  command: php worker.php\n  runtime: cli\n", false},
+		{"not php", "workers:\n  command: ./run.sh worker.php\n", false},
+		{"not php, list", "workers:\n  command: [node, server.js]\n", false},
+		{"explicit false", "workers:\n  command: php worker.php\n  fork: false\n", false},
+		{"explicit false, classic", "http:\n  root: testdata\nworkers:\n  fork: false\n", false},
+		{"explicit true", "workers:\n  command: php worker.php\n  fork: true\n", true},
+	} {
+		c := mustParse(t, tc.src, nil)
+		if c.Workers.Fork != tc.want {
+			t.Errorf("%s: fork = %t, want %t", tc.name, c.Workers.Fork, tc.want)
+		}
+		if c.Workers.Command != nil || c.HTTP.Root != "" {
+			if err := c.Validate(); err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+		}
+		// config check prints the effective value, which reads back the same.
+		if want := fmt.Sprintf("\n  fork: %t\n", tc.want); !strings.Contains(string(c.EffectiveYAML()), want) {
+			t.Errorf("%s: EffectiveYAML lacks %q", tc.name, want)
+		}
+	}
+	for _, src := range []string{
+		"workers:\n  command: php w.php\n  runtime: cli\n  fork: true\n",
+		"workers:\n  command: ./run.sh\n  fork: true\n",
+	} {
+		_, err := parse("peregrine.yaml", []byte(src), env(nil))
+		if err == nil || !strings.Contains(err.Error(), "workers.fork:") {
+			t.Errorf("%q: %v, want a workers.fork error", src, err)
 		}
 	}
 }
@@ -401,7 +443,7 @@ func TestEffectiveYAMLLayout(t *testing.T) {
 workers:
   command: php worker.php
   runtime: native
-  fork: false
+  fork: true
   dir: .
   count: 0
   concurrency: 1

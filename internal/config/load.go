@@ -65,6 +65,9 @@ func parse(name string, data []byte, lookup func(string) (string, bool)) (Config
 	if len(doc.Content) > 0 {
 		d.document(doc.Content[0], &c)
 	}
+	if _, set := d.lines["workers.fork"]; !set {
+		c.Workers.Fork = c.Workers.DefaultFork()
+	}
 	for _, e := range c.validate(false) {
 		e.File, e.Line = name, d.lines[e.Key]
 		d.errs = append(d.errs, e)
