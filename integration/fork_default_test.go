@@ -1,7 +1,10 @@
 package integration
 
 import (
+	"bufio"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -50,6 +53,36 @@ func TestForkByDefault(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestForkByDefaultWithoutFile: peregrine serve worker.php with no configuration file at all
+// (config.Default) forks its workers too: the template starts before the banner, and the
+// server, the template and both workers are alive.
+func TestForkByDefaultWithoutFile(t *testing.T) {
+	t.Parallel()
+	dir := forkApp(t)
+	tag := randomTag()
+	cmd := exec.Command(binary, "serve", filepath.Join(dir, "worker.php"), "--workers", "2", "--address", "127.0.0.1:0")
+	cmd.Dir = t.TempDir() // no peregrine.yaml there
+	cmd.Env = append(os.Environ(), "PEREGRINE_TEST_TAG="+tag)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
+	sc := bufio.NewScanner(stderr)
+	var lines []string
+	for sc.Scan() && !strings.Contains(sc.Text(), " serving http://") {
+		lines = append(lines, sc.Text())
+	}
+	if !strings.Contains(strings.Join(lines, "\n"), `"msg":"worker template started"`) {
+		t.Fatalf("no template started before the banner:\n%s", strings.Join(lines, "\n"))
+	}
+	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+	eventually(t, 10*time.Second, "the server, the template and 2 workers", func() bool { return len(processesTagged(tag)) == 4 })
 }
 
 // TestForkFalseExecutes: fork: false under the native runtime executes every worker: no
