@@ -224,6 +224,11 @@ func TestForkDefault(t *testing.T) {
 			t.Errorf("%s: EffectiveYAML lacks %q", tc.name, want)
 		}
 	}
+	// A value that is not a boolean is one error, not also a fork the cli runtime refuses.
+	_, err := parse("peregrine.yaml", []byte("workers:\n  command: php w.php\n  runtime: cli\n  fork: yes please\n"), env(nil))
+	if err == nil || strings.Count(err.Error(), "workers.fork") != 1 {
+		t.Errorf("fork: yes please: %v, want one workers.fork error", err)
+	}
 	for _, src := range []string{
 		"workers:\n  command: php w.php\n  runtime: cli\n  fork: true\n",
 		"workers:\n  command: ./run.sh\n  fork: true\n",

@@ -65,7 +65,9 @@ func parse(name string, data []byte, lookup func(string) (string, bool)) (Config
 	if len(doc.Content) > 0 {
 		d.document(doc.Content[0], &c)
 	}
-	if _, set := d.lines["workers.fork"]; !set {
+	// workers.fork's default depends on the runtime and the command the file gives; a value
+	// that could not be read is reported once, not again as a fork the runtime refuses.
+	if _, set := d.lines["workers.fork"]; !set || slices.ContainsFunc(d.errs, func(e *Error) bool { return e.Key == "workers.fork" }) {
 		c.Workers.Fork = c.Workers.DefaultFork()
 	}
 	for _, e := range c.validate(false) {
