@@ -303,9 +303,8 @@ func (l *lab) startPeregrineWith(label string, o peregrineOptions) (*server, err
 		fmt.Fprintf(&b, "  runtime: %s\n", o.runtime)
 	}
 	fmt.Fprintf(&b, "  count: %d\n", o.workers)
-	if o.fork {
-		b.WriteString("  fork: true\n")
-	}
+	// Always said: forking is the default on the native runtime, and the plain rows measure exec.
+	fmt.Fprintf(&b, "  fork: %t\n", o.fork)
 	if len(o.env) > 0 {
 		b.WriteString("  env:\n")
 		for _, k := range sortedKeys(o.env) {
