@@ -10,6 +10,16 @@
  *          sent (with LAST after a fatal error), then uploads deleted, ini settings restored,
  *          unread body discarded
  *   exit:  when the script ends, for whatever reason, DONE with LAST says it reads no more
+ *
+ * $_SERVER is registered for a request only if something may read it, as PHP-FPM's
+ * auto_globals_jit decides per request: FPM creates it when a script that names $_SERVER is
+ * compiled or loaded from OPcache during the request. A worker compiles its code once, so here
+ * it is created for every request from the first time code that names $_SERVER was compiled or
+ * loaded in this process (or filter_input(INPUT_SERVER), phpinfo() and the like asked for it),
+ * and until then only on demand, by the same trigger (the auto global stays armed, as no
+ * request created it). Registering it costs about as much as the rest of a hello-world request
+ * (docs/benchmarks.md). With auto_globals_jit off, or code preloaded that names it, every
+ * request has it.
  */
 #include "peregrine.h"
 
@@ -42,6 +52,34 @@ static void modules_cycle(bool startup)
 	}
 }
 
+/* $_SERVER's auto global, whose callback server_create() wraps to learn that it was wanted. */
+static struct {
+	zend_auto_global *global;
+	bool (*create)(zend_string *name); /* PHP's php_auto_globals_create_server */
+	bool wanted;                       /* something named or asked for $_SERVER: every request has it */
+} server = {.wanted = true};
+
+static bool server_create(zend_string *name)
+{
+	server.wanted = true;
+	return server.create(name);
+}
+
+/* Called once the worker script's request has started, before its code is compiled. When
+ * $_SERVER exists already (auto_globals_jit off, or OPcache pinged it for preloaded code at
+ * request startup), every request has it. */
+static void server_jit_install(void)
+{
+	zend_auto_global *g = zend_hash_str_find_ptr(CG(auto_globals), "_SERVER", sizeof("_SERVER") - 1);
+
+	if (g == NULL || !g->armed)
+		return;
+	server.global = g;
+	server.create = g->auto_global_callback;
+	server.wanted = false;
+	g->auto_global_callback = server_create;
+}
+
 /* Registers $_GET, $_POST (PHP reads the body here: forms, multipart uploads, their limits),
  * $_COOKIE, $_SERVER, $_FILES and $_REQUEST again, as php_hash_environment() does. */
 static void register_globals(void)
@@ -53,6 +91,8 @@ static void register_globals(void)
 	ZVAL_UNDEF(files);
 	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
 		zend_auto_global *g = zend_hash_str_find_ptr(CG(auto_globals), names[i], strlen(names[i]));
+		if (g != NULL && g == server.global && !server.wanted)
+			continue; /* still armed: created on demand, not yet in the symbol table */
 		if (g != NULL && g->auto_global_callback)
 			g->armed = g->auto_global_callback(g->name);
 	}
@@ -319,6 +359,7 @@ int pg_worker_run(int argc, char **argv)
 		return 1;
 	if (!PG(register_argc_argv)) /* the script's $argv and $argc, as the CLI always has them */
 		php_build_argv(NULL, NULL);
+	server_jit_install();
 	zend_stream_init_filename(&fh, argv[0]);
 	fh.primary_script = 1;
 	php_execute_script(&fh);

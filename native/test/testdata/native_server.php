@@ -62,7 +62,9 @@ switch (getenv('NATIVE_MODE')) {
         break;
     case 'globals':
         $server->serveGlobals(function (): void {
-            require $_SERVER['SCRIPT_FILENAME'];
+            // Not the server superglobal: this file must not name it, or every mode would have
+            // it registered for every request (native/worker.c); the cases name it themselves.
+            require getenv('SCRIPT_FILENAME');
         });
         break;
 }

@@ -9,7 +9,6 @@ use Peregrine\Http\Response;
 use Peregrine\Http\UploadedFile;
 use Psr\Http\Message\ResponseInterface;
 use Psr\Http\Message\ServerRequestFactoryInterface;
-use Psr\Http\Message\ServerRequestInterface;
 use Psr\Http\Message\StreamFactoryInterface;
 use Psr\Http\Message\UploadedFileFactoryInterface;
 
@@ -83,7 +82,7 @@ final class NativeServer
         /** @var ServerRequestFactoryInterface&StreamFactoryInterface&UploadedFileFactoryInterface $factory */
         $handle = Handling::psrHandler($handler);
         $this->loop(function () use ($handle, $factory): void {
-            $response = $this->call(static fn (): mixed => $handle(self::psrRequest($factory)));
+            $response = $this->call(static fn (): mixed => $handle(NativePsrRequest::build($factory)));
             if ($response instanceof ResponseInterface) {
                 $body = $response->getBody();
                 try {
@@ -211,84 +210,46 @@ final class NativeServer
         }
     }
 
-    /** Builds the Request from PHP's own view of it. */
+    /**
+     * Builds the Request from the request's fields and headers, given by peregrine_request() in
+     * one call. This file must not name the server superglobal: the runtime creates it for a
+     * request only once code that names it was compiled (native/worker.c), and a raw worker
+     * seldom needs it. The PSR-7 path, which passes it on, is NativePsrRequest.
+     */
     private static function request(): Request
     {
-        $method = $_SERVER['REQUEST_METHOD'] ?? 'GET';
-        $multipart = self::isMultipart();
-        // As the client sent them, a repeated header as several values (getallheaders() has
-        // them as nginx passes them to FPM: joined, some dropped). An all-digit name is an
-        // integer key, as on the cli runtime.
-        $headers = \peregrine_request_headers();
+        // The fields as the server superglobal has them, a repeated header as several values
+        // (getallheaders() has them as nginx passes them to FPM: joined, some dropped). An
+        // all-digit name is an integer key, as on the cli runtime.
+        [$fields, $headers] = \peregrine_request();
+        $method = $fields[0];
+        $multipart = stripos($fields[11], 'multipart/form-data') === 0;
         // A GET or HEAD without a Content-Length has no body (the server states the length of
         // every body it passes), so php://input need not be opened for most requests.
-        $length = $_SERVER['CONTENT_LENGTH'] ?? '';
+        $length = $fields[12];
         $hasBody = $length !== '0' && ($length !== '' || ($method !== 'GET' && $method !== 'HEAD'));
         if (!$multipart && $_FILES === []) {
             // The common case, as the cli runtime builds it: query, cookies and form are parsed
             // on first use, from the same bytes PHP parsed them from.
-            $uri = (string) ($_SERVER['REQUEST_URI'] ?? '/');
-            $q = strpos($uri, '?');
-
-            return Request::fromFrame([
-                $method, $uri, $q === false ? $uri : substr($uri, 0, $q), $q === false ? '' : substr($uri, $q + 1),
-                (string) ($_SERVER['SERVER_PROTOCOL'] ?? 'HTTP/1.1'), (string) ($_SERVER['REMOTE_ADDR'] ?? ''),
-                (string) ($_SERVER['REMOTE_PORT'] ?? '0'), (string) ($_SERVER['SERVER_ADDR'] ?? ''),
-                (string) ($_SERVER['SERVER_PORT'] ?? '0'), self::scheme(), '',
-            ], $headers, $hasBody ? (string) file_get_contents('php://input') : '', []);
+            return Request::fromFrame($fields, $headers, $hasBody ? (string) file_get_contents('php://input') : '', []);
         }
 
         return new Request(
             method: $method,
-            uri: $_SERVER['REQUEST_URI'] ?? '/',
+            uri: $fields[1],
             headers: $headers,
             body: $multipart || !$hasBody ? '' : (string) file_get_contents('php://input'),
             queryParams: $_GET,
             cookies: $_COOKIE,
-            parsedBody: $method === 'POST' && ($multipart || self::isUrlencoded()) ? $_POST : null,
+            parsedBody: $method === 'POST' && ($multipart || stripos($fields[11], 'application/x-www-form-urlencoded') === 0) ? $_POST : null,
             files: $_FILES === [] ? [] : self::files($_FILES),
-            remoteAddr: (string) ($_SERVER['REMOTE_ADDR'] ?? ''),
-            remotePort: (int) ($_SERVER['REMOTE_PORT'] ?? 0),
-            serverAddr: (string) ($_SERVER['SERVER_ADDR'] ?? ''),
-            serverPort: (int) ($_SERVER['SERVER_PORT'] ?? 0),
-            scheme: self::scheme(),
-            protocol: (string) ($_SERVER['SERVER_PROTOCOL'] ?? 'HTTP/1.1'),
+            remoteAddr: $fields[5],
+            remotePort: (int) $fields[6],
+            serverAddr: $fields[7],
+            serverPort: (int) $fields[8],
+            scheme: $fields[9],
+            protocol: $fields[4],
         );
-    }
-
-    /** @param ServerRequestFactoryInterface&StreamFactoryInterface&UploadedFileFactoryInterface $factory */
-    private static function psrRequest(object $factory): ServerRequestInterface
-    {
-        $method = $_SERVER['REQUEST_METHOD'] ?? 'GET';
-        $protocol = (string) ($_SERVER['SERVER_PROTOCOL'] ?? 'HTTP/1.1');
-        $host = $_SERVER['HTTP_HOST'] ?? (($_SERVER['SERVER_ADDR'] ?? '') . ':' . ($_SERVER['SERVER_PORT'] ?? ''));
-        $psr = $factory->createServerRequest($method, self::scheme() . '://' . $host . ($_SERVER['REQUEST_URI'] ?? '/'), $_SERVER)
-            ->withProtocolVersion(str_starts_with($protocol, 'HTTP/') ? substr($protocol, 5) : $protocol);
-        foreach (\peregrine_request_headers() as $name => $values) {
-            $psr = $psr->withHeader((string) $name, $values);
-        }
-        $multipart = self::isMultipart();
-        if (!$multipart) {
-            // A copy, not a php://input stream: the request outlives the body PHP holds.
-            $body = (string) file_get_contents('php://input');
-            if ($body !== '') {
-                $psr = $psr->withBody($factory->createStream($body));
-            }
-        }
-        if ($_GET !== []) {
-            $psr = $psr->withQueryParams($_GET);
-        }
-        if ($_COOKIE !== []) {
-            $psr = $psr->withCookieParams($_COOKIE);
-        }
-        if ($method === 'POST' && ($multipart || self::isUrlencoded())) {
-            $psr = $psr->withParsedBody($_POST);
-        }
-        if ($_FILES !== []) {
-            $psr = $psr->withUploadedFiles(self::psrFiles($factory, self::files($_FILES)));
-        }
-
-        return $psr;
     }
 
     /**
@@ -337,7 +298,7 @@ final class NativeServer
      *
      * @return array<string, mixed>
      */
-    private static function files(array $files): array
+    public static function files(array $files): array
     {
         $tree = [];
         foreach ($files as $field => $f) {
@@ -358,44 +319,6 @@ final class NativeServer
         }
 
         return $node;
-    }
-
-    /**
-     * @param StreamFactoryInterface&UploadedFileFactoryInterface $factory
-     * @param array<mixed> $files
-     *
-     * @return array<mixed>
-     */
-    private static function psrFiles(object $factory, array $files): array
-    {
-        $converted = [];
-        foreach ($files as $key => $file) {
-            if (\is_array($file)) {
-                $converted[$key] = self::psrFiles($factory, $file);
-            } elseif ($file instanceof UploadedFile) {
-                $stream = $file->error === UPLOAD_ERR_OK ? $factory->createStreamFromFile($file->tmpPath) : $factory->createStream('');
-                $converted[$key] = $factory->createUploadedFile($stream, $file->size, $file->error, $file->name, $file->type);
-            }
-        }
-
-        return $converted;
-    }
-
-    private static function isMultipart(): bool
-    {
-        return stripos((string) ($_SERVER['CONTENT_TYPE'] ?? ''), 'multipart/form-data') === 0;
-    }
-
-    private static function isUrlencoded(): bool
-    {
-        return stripos((string) ($_SERVER['CONTENT_TYPE'] ?? ''), 'application/x-www-form-urlencoded') === 0;
-    }
-
-    private static function scheme(): string
-    {
-        $https = (string) ($_SERVER['HTTPS'] ?? '');
-
-        return $https !== '' && strcasecmp($https, 'off') !== 0 ? 'https' : 'http';
     }
 
     private static function log(string $message): void
