@@ -62,18 +62,24 @@ final class ConnectionPool
     }
 }
 
-function concurrency_pools(): array
+/**
+ * The MySQL and Redis pools. $persistent (PHP-FPM: one request per process) keeps the
+ * connection open across requests, as PDO::ATTR_PERSISTENT and pconnect() do there.
+ *
+ * @return array{ConnectionPool, ConnectionPool}
+ */
+function concurrency_pools(bool $persistent = false): array
 {
     $mysql = new ConnectionPool(static fn (): PDO => new PDO(
         getenv('BENCH_MYSQL_DSN') ?: 'mysql:host=127.0.0.1;port=3306',
         'root',
         '',
-        [PDO::ATTR_ERRMODE => PDO::ERRMODE_EXCEPTION],
+        [PDO::ATTR_ERRMODE => PDO::ERRMODE_EXCEPTION, PDO::ATTR_PERSISTENT => $persistent],
     ));
-    $redis = new ConnectionPool(static function (): Redis {
+    $redis = new ConnectionPool(static function () use ($persistent): Redis {
         [$host, $port] = explode(':', getenv('BENCH_REDIS') ?: '127.0.0.1:6379');
         $r = new Redis();
-        $r->connect($host, (int) $port, 2.0);
+        $persistent ? $r->pconnect($host, (int) $port, 2.0) : $r->connect($host, (int) $port, 2.0);
         $r->setOption(Redis::OPT_READ_TIMEOUT, 5);
         return $r;
     });

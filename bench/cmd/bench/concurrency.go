@@ -290,7 +290,7 @@ func (c *concResult) markdown() string {
 	b.WriteString("## Concurrent requests in one worker (issue 17)\n\n")
 	b.WriteString("examples/concurrency: handlers that wait 50 ms, written the blocking way, on Peregrine with " +
 		"`workers.concurrency` (every request a fiber; the wait suspends only it) and on nginx + PHP-FPM with 4 children " +
-		"(the same code, fpm/index.php). The ceiling is what the connections (or the request slots, if fewer) allow at " +
+		"(the same code, fpm/index.php, persistent connections). The ceiling is what the connections (or the request slots, if fewer) allow at " +
 		"50 ms a request. wrk, keep-alive.\n\n")
 	b.WriteString("| handler waits on | system | workers | connections | req/s | of the ceiling | p50 | p99 | failed / requests | Peregrine ÷ FPM |\n" +
 		"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
