@@ -207,12 +207,14 @@ func (l *lab) measureConc(s *server, url string, row *concRow, p plan, dur time.
 		if l.quietWait > 0 {
 			l.waitQuiet(l.quietWait)
 		}
+		meter := startMeter(s)
 		r, err := runWrk(l.ctx, url, row.conns, dur)
 		if err != nil {
 			return fmt.Errorf("%s, %s: %w", row.system, row.wait, err)
 		}
-		logf("  run %d/%d %9.0f req/s (%.0f%% of %s)  p50 %-8s p99 %-8s failed %d", run+1, p.runs, r.rps,
-			100*r.rps/row.ceiling(), fmtRPS(row.ceiling()), fmtDur(r.p50), fmtDur(r.p99), r.failed())
+		r.cpu, r.otherCores = meter.stop()
+		logf("  run %d/%d %9.0f req/s (%.0f%% of %s)  p50 %-8s p99 %-8s server CPU/req %-8s other load %.2f cores  failed %d", run+1, p.runs, r.rps,
+			100*r.rps/row.ceiling(), fmtRPS(row.ceiling()), fmtDur(r.p50), fmtDur(r.p99), fmtDur(r.cpuPerRequest()), r.otherCores, r.failed())
 		row.runs = append(row.runs, r)
 	}
 	l.drain(s, 200*time.Millisecond)
@@ -291,21 +293,24 @@ func (c *concResult) markdown() string {
 	b.WriteString("examples/concurrency: handlers that wait 50 ms, written the blocking way, on Peregrine with " +
 		"`workers.concurrency` (every request a fiber; the wait suspends only it) and on nginx + PHP-FPM with 4 children " +
 		"(the same code, fpm/index.php, persistent connections). The ceiling is what the connections (or the request slots, if fewer) allow at " +
-		"50 ms a request. wrk, keep-alive.\n\n")
-	b.WriteString("| handler waits on | system | workers | connections | req/s | of the ceiling | p50 | p99 | failed / requests | Peregrine ÷ FPM |\n" +
-		"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		"50 ms a request. wrk, keep-alive. Server CPU / request: the daemon and workers (nginx and the FPM master and children); " +
+		"other load: cores other processes kept busy, MariaDB and Redis included (they serve those rows).\n\n")
+	b.WriteString("| handler waits on | system | workers | connections | req/s | of the ceiling | p50 | p99 | server CPU / request | other load | failed / requests | Peregrine ÷ FPM |\n" +
+		"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for i, r := range c.rows {
 		if r.skipped != "" {
-			fmt.Fprintf(&b, "| %s | %s | %d | %d | not measured: %s | | | | | |\n", r.wait, r.system, r.workers, r.conns, strings.ReplaceAll(r.skipped, "|", "/"))
+			fmt.Fprintf(&b, "| %s | %s | %d | %d | not measured: %s | | | | | | | |\n", r.wait, r.system, r.workers, r.conns, strings.ReplaceAll(r.skipped, "|", "/"))
 			continue
 		}
 		if len(r.runs) == 0 {
 			continue
 		}
 		p50, p99 := make([]float64, len(r.runs)), make([]float64, len(r.runs))
+		cpu, other := make([]float64, len(r.runs)), make([]float64, len(r.runs))
 		failed, requests := 0, 0
 		for k, x := range r.runs {
 			p50[k], p99[k] = float64(x.p50), float64(x.p99)
+			cpu[k], other[k] = float64(x.cpuPerRequest()), x.otherCores
 			failed += x.failed()
 			requests += x.requests
 		}
@@ -321,9 +326,10 @@ func (c *concResult) markdown() string {
 		if r.wait1 > 0 {
 			wait += fmt.Sprintf(" (one BLPOP alone takes %s: Redis ends timeouts on its hz clock; the ceiling uses it)", fmtDur(r.wait1))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d%s | %d | %s | %.0f%% of %s | %s | %s | %d / %d | %s |\n", wait, r.system, r.workers, slots, r.conns,
+		fmt.Fprintf(&b, "| %s | %s | %d%s | %d | %s | %.0f%% of %s | %s | %s | %s | %.2f | %d / %d | %s |\n", wait, r.system, r.workers, slots, r.conns,
 			fmtRPS(r.medianRPS()), 100*r.medianRPS()/r.ceiling(), fmtRPS(r.ceiling()),
-			fmtDur(time.Duration(median(p50))), fmtDur(time.Duration(median(p99))), failed, requests, ratio)
+			fmtDur(time.Duration(median(p50))), fmtDur(time.Duration(median(p99))),
+			fmtDur(time.Duration(median(cpu))), median(other), failed, requests, ratio)
 	}
 	b.WriteString("\n")
 	return b.String()

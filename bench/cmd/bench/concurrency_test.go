@@ -26,7 +26,7 @@ func TestConcRowCeiling(t *testing.T) {
 func TestConcMarkdown(t *testing.T) {
 	c := &concResult{rows: []*concRow{
 		{wait: "usleep(50000)", system: "Peregrine, concurrency 256", workers: 4, slots: 256, conns: 1000,
-			runs: []result{{rps: 18000, requests: 72000, p50: 52 * time.Millisecond, p99: 90 * time.Millisecond}}},
+			runs: []result{{rps: 18000, requests: 72000, p50: 52 * time.Millisecond, p99: 90 * time.Millisecond, cpu: 72 * time.Second, otherCores: 0.25}}},
 		{wait: "usleep(50000)", system: sysFPM, workers: 4, slots: 1, conns: 1000,
 			runs: []result{{rps: 80, requests: 320, non2xx: 2, p50: time.Second, p99: 2 * time.Second}}},
 		{wait: "phpredis BLPOP", system: "Peregrine, concurrency 256", workers: 4, slots: 256, conns: 1000,
@@ -34,8 +34,8 @@ func TestConcMarkdown(t *testing.T) {
 	}}
 	md := c.markdown()
 	for _, want := range []string{
-		"| usleep(50000) | Peregrine, concurrency 256 | 4 x 256 | 1000 | 18,000 | 90% of 20,000 | 52 ms | 90 ms | 0 / 72000 |  |",
-		"| usleep(50000) | nginx + PHP-FPM | 4 | 1000 | 80.0 | 100% of 80.0 | 1.00 s | 2.00 s | 2 / 320 | 225× |",
+		"| usleep(50000) | Peregrine, concurrency 256 | 4 x 256 | 1000 | 18,000 | 90% of 20,000 | 52 ms | 90 ms | 1.00 ms | 0.25 | 0 / 72000 |  |",
+		"| usleep(50000) | nginx + PHP-FPM | 4 | 1000 | 80.0 | 100% of 80.0 | 1.00 s | 2.00 s | – | 0.00 | 2 / 320 | 225× |",
 		"not measured: Redis not reachable on 127.0.0.1:6379 / x |",
 	} {
 		if !strings.Contains(md, want) {
