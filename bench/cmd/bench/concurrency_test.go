@@ -50,13 +50,13 @@ func TestConcMarkdown(t *testing.T) {
 func TestJobsMarkdown(t *testing.T) {
 	j := &jobsResult{rows: []*jobsRow{
 		{driver: "memory", target: 20000, consumers: 2, httpWorkers: 4, latencyConns: 1, pushLoadConns: 16,
-			jobs: 30000, drain: 1500 * time.Millisecond, pushLoad: result{rps: 12000},
+			jobs: 30000, drain: 1500 * time.Millisecond, drainCPU: 3 * time.Second, drainOther: 0.5, pushLoad: result{rps: 12000},
 			noop: result{p50: 100 * time.Microsecond, p99: 2 * time.Millisecond}, push: result{p50: 300 * time.Microsecond, p99: time.Millisecond}},
 		{driver: "nats", target: 10000, skipped: "nats not reachable on 127.0.0.1:4222"},
 	}}
 	md := j.markdown()
 	for _, want := range []string{
-		"| memory | 20,000 (30000 jobs in 1.5s) | 100% of 20,000 | 12,000 | 100 µs / 2.00 ms | 300 µs / 1.00 ms | +200 µs / −1.00 ms | 0 |",
+		"| memory | 20,000 (30000 jobs in 1.5s) | 100% of 20,000 | 12,000 | 100 µs / 2.00 ms | 300 µs / 1.00 ms | +200 µs / −1.00 ms | 100 µs | 0.50 | 0 |",
 		"| nats | not measured: nats not reachable on 127.0.0.1:4222 |",
 	} {
 		if !strings.Contains(md, want) {

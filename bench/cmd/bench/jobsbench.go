@@ -40,11 +40,20 @@ type jobsRow struct {
 	pushLoad      result  // the push rate round
 	jobs          int64   // consumed in the drain
 	drain         time.Duration
+	drainCPU      time.Duration // the server's (daemon, HTTP workers, consumers) during the drain
+	drainOther    float64       // cores other processes kept busy during the drain (the brokers included)
 	consumers     int
 	httpWorkers   int
 	skipped       string
 	latencyConns  int
 	pushLoadConns int
+}
+
+func (r *jobsRow) cpuPerJob() time.Duration {
+	if r.jobs <= 0 {
+		return 0
+	}
+	return r.drainCPU / time.Duration(r.jobs)
 }
 
 func (r *jobsRow) rate() float64 {
@@ -249,6 +258,7 @@ log:
 	if err != nil {
 		return err
 	}
+	meter := startMeter(s)
 	start := time.Now()
 	if err := pause("resume"); err != nil {
 		return err
@@ -258,10 +268,11 @@ log:
 		return err
 	}
 	row.drain = time.Since(start)
+	row.drainCPU, row.drainOther = meter.stop()
 	row.jobs = min(done, pushed) - before
-	logf("  %s: push %s p50, %s p99; %0.f pushes/s; %d jobs drained in %s: %.0f jobs/s", row.driver,
+	logf("  %s: push %s p50, %s p99; %0.f pushes/s; %d jobs drained in %s: %.0f jobs/s, server CPU/job %s, other load %.2f cores", row.driver,
 		fmtDelta(row.push.p50-row.noop.p50), fmtDelta(row.push.p99-row.noop.p99), row.pushLoad.rps, row.jobs,
-		row.drain.Round(time.Millisecond), row.rate())
+		row.drain.Round(time.Millisecond), row.rate(), fmtDur(row.cpuPerJob()), row.drainOther)
 	return nil
 }
 
@@ -275,18 +286,19 @@ func (j *jobsResult) markdown() string {
 	fmt.Fprintf(&b, "examples/jobs: 1 KiB JSON payloads pushed from HTTP requests (`Peregrine\\Jobs::push()` in the handler, %d HTTP workers) "+
 		"and consumed by %d consumers that do nothing with them. Latency: the same request with and without the push "+
 		"(GET /push against GET /noop, wrk -c%d). Pushes/s: wrk -c%d on /push with the pipeline paused. Jobs/s: the pipeline resumed, "+
-		"the jobs counted (GET /jobs on the admin listener) until the queue drained.\n\n", r0.httpWorkers, r0.consumers, r0.latencyConns, r0.pushLoadConns)
-	b.WriteString("| driver | jobs/s consumed | of the target | pushes/s (HTTP) | request p50 / p99 without push | with push | push adds p50 / p99 | failed requests |\n" +
-		"|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		"the jobs counted (GET /jobs on the admin listener) until the queue drained; server CPU per job (daemon, HTTP workers, consumers) and "+
+		"the other load (cores other processes kept busy, the broker included) are those of the drain.\n\n", r0.httpWorkers, r0.consumers, r0.latencyConns, r0.pushLoadConns)
+	b.WriteString("| driver | jobs/s consumed | of the target | pushes/s (HTTP) | request p50 / p99 without push | with push | push adds p50 / p99 | drain: server CPU / job | drain: other load | failed requests |\n" +
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range j.rows {
 		if r.skipped != "" {
-			fmt.Fprintf(&b, "| %s | not measured: %s | | | | | | |\n", r.driver, strings.ReplaceAll(r.skipped, "|", "/"))
+			fmt.Fprintf(&b, "| %s | not measured: %s | | | | | | | | |\n", r.driver, strings.ReplaceAll(r.skipped, "|", "/"))
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %s (%d jobs in %s) | %.0f%% of %s | %s | %s / %s | %s / %s | %s / %s | %d |\n", r.driver,
+		fmt.Fprintf(&b, "| %s | %s (%d jobs in %s) | %.0f%% of %s | %s | %s / %s | %s / %s | %s / %s | %s | %.2f | %d |\n", r.driver,
 			fmtRPS(r.rate()), r.jobs, r.drain.Round(time.Millisecond), 100*r.rate()/r.target, fmtRPS(r.target), fmtRPS(r.pushLoad.rps),
 			fmtDur(r.noop.p50), fmtDur(r.noop.p99), fmtDur(r.push.p50), fmtDur(r.push.p99),
-			fmtDelta(r.push.p50-r.noop.p50), fmtDelta(r.push.p99-r.noop.p99),
+			fmtDelta(r.push.p50-r.noop.p50), fmtDelta(r.push.p99-r.noop.p99), fmtDur(r.cpuPerJob()), r.drainOther,
 			r.noop.failed()+r.push.failed()+r.pushLoad.failed())
 	}
 	b.WriteString("\n")
