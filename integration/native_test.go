@@ -227,3 +227,23 @@ func TestNativeWorkerMode(t *testing.T) {
 		t.Fatalf("exit() ended the worker (pid %s, now %s)", pid, got)
 	}
 }
+
+// TestNativeWorkerLeavesTheServerSuperglobalLazy: a Peregrine\Worker script that never reads the
+// server superglobal does not get it built for every request (half of a hello world request's
+// instructions), even after the library's error path ran.
+func TestNativeWorkerLeavesTheServerSuperglobalLazy(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "workers:\n  runtime: native\n  command: php "+fixture(t, "lazy-server.php")+"\n  count: 1\n")
+	for _, path := range []string{"/", "/throw", "/"} {
+		r := get(t, s.URL+path)
+		if path == "/throw" {
+			if r.Status != 500 {
+				t.Fatalf("/throw: %d", r.Status)
+			}
+			continue
+		}
+		if r.Status != 200 || string(r.Body) != "lazy" {
+			t.Fatalf("%s: %d %q", path, r.Status, r.Body)
+		}
+	}
+}

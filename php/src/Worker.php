@@ -513,6 +513,6 @@ final class Worker
 
     private function serverParams(): ServerParams
     {
-        return new ServerParams($_SERVER, (string) getcwd());
+        return ServerParams::ofThisProcess();
     }
 }

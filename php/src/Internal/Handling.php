@@ -47,7 +47,9 @@ final class Handling
         if (getenv('PEREGRINE_DEBUG') === '1') {
             return true;
         }
-        $value = $_SERVER['APP_DEBUG'] ?? $_ENV['APP_DEBUG'] ?? getenv('APP_DEBUG');
+        // Not $_SERVER: naming it would make the native runtime register it for every request
+        // from then on (auto_globals_jit). The environment and $_ENV (Dotenv sets both) say it.
+        $value = $_ENV['APP_DEBUG'] ?? getenv('APP_DEBUG');
 
         return \is_scalar($value) && filter_var($value, FILTER_VALIDATE_BOOL);
     }
