@@ -225,11 +225,18 @@ func forkProcess(ctx context.Context, t *Template, bootTimeout time.Duration, fi
 type output struct {
 	log *slog.Logger
 
-	mu   sync.Mutex
-	tail []string
+	mu      sync.Mutex
+	tail    []string // the last lines of both streams, in the order they came
+	errTail []string // the last lines of STDERR alone
 }
 
-const tailLines = 10
+// tailLines is how many lines of its output a worker's crash report quotes; errTailLines how
+// many of STDERR's it keeps besides, since a page of HTML on STDOUT (a framework's error page)
+// can push the error itself out of the common tail.
+const (
+	tailLines    = 10
+	errTailLines = 5
+)
 
 // reap copies the process's output to the log until it has exited and been reaped, then kills
 // what it left in its group and returns its exit error once its output has ended (or after
@@ -263,7 +270,7 @@ func (o *output) copy(wg *sync.WaitGroup, r *os.File, stream string, level slog.
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
 			text := strings.TrimRight(string(line), "\r\n")
-			o.remember(text)
+			o.remember(text, stream == "stderr")
 			o.log.Log(context.Background(), level, text, "stream", stream)
 		}
 		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
@@ -272,21 +279,39 @@ func (o *output) copy(wg *sync.WaitGroup, r *os.File, stream string, level slog.
 	}
 }
 
-func (o *output) remember(line string) {
+func (o *output) remember(line string, stderr bool) {
 	o.mu.Lock()
-	if len(o.tail) == tailLines {
-		copy(o.tail, o.tail[1:])
-		o.tail = o.tail[:tailLines-1]
+	o.tail = keepLast(o.tail, line, tailLines)
+	if stderr {
+		o.errTail = keepLast(o.errTail, line, errTailLines)
 	}
-	o.tail = append(o.tail, line)
 	o.mu.Unlock()
 }
 
-// last returns the last lines printed, joined.
+func keepLast(lines []string, line string, n int) []string {
+	if len(lines) == n {
+		copy(lines, lines[1:])
+		lines = lines[:n-1]
+	}
+	return append(lines, line)
+}
+
+// last returns the last lines printed, joined: STDERR's that the common tail lost first, then
+// the common tail.
 func (o *output) last() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return strings.Join(o.tail, "\n")
+	in := make(map[string]bool, len(o.tail))
+	for _, l := range o.tail {
+		in[l] = true
+	}
+	var lines []string
+	for _, l := range o.errTail {
+		if !in[l] {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(append(lines, o.tail...), "\n")
 }
 
 func (w *Worker) awaitReady(ctx context.Context) error {

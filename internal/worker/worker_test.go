@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -263,5 +264,22 @@ func TestIdleLongerThanTheTimeout(t *testing.T) {
 			t.Fatalf("request %d: %v %+v", i, err, as[0])
 		}
 		time.Sleep(300 * time.Millisecond) // idle past the deadline of the request before
+	}
+}
+
+// TestCrashReportKeepsStderr: a page of HTML on STDOUT after the error on STDERR (a framework's
+// error page) must not push the error out of the crash report.
+func TestCrashReportKeepsStderr(t *testing.T) {
+	var o output
+	o.remember("PHP Fatal error: the real reason", true)
+	for i := range 2 * tailLines {
+		o.remember(fmt.Sprintf("<p>line %d</p>", i), false)
+	}
+	last := o.last()
+	if !strings.HasPrefix(last, "PHP Fatal error: the real reason\n") || !strings.HasSuffix(last, fmt.Sprintf("<p>line %d</p>", 2*tailLines-1)) {
+		t.Fatalf("crash report:\n%s", last)
+	}
+	if strings.Count(last, "\n") != tailLines {
+		t.Fatalf("%d lines, want the stderr line and the %d of the common tail:\n%s", strings.Count(last, "\n")+1, tailLines, last)
 	}
 }
