@@ -233,3 +233,26 @@ func TestConcurrentClientLeavingCancelsItsRequest(t *testing.T) {
 		t.Errorf("%d workers replaced; a cancelled request that ends costs none", got)
 	}
 }
+
+// TestConcurrentFatalErrorIsNotAProtocolViolation: a worker that dies of a fatal error says
+// DONE with LAST for no running request as its last word; its requests in flight fail (the
+// process is gone), the worker is replaced for its exit, not for a protocol violation.
+func TestConcurrentFatalErrorIsNotAProtocolViolation(t *testing.T) {
+	p := newConcurrentPool(t, Options{Size: 1, Concurrency: 8})
+	inflight := make(chan result, 3)
+	for range 3 {
+		go func() { inflight <- call(t, p, context.Background(), "/sleep", "ms=60000") }()
+	}
+	waitFor(t, "3 in flight", func() bool { return inFlight(p) == 3 })
+	if r := call(t, p, context.Background(), "/die", ""); statusOf(r.err) != http.StatusBadGateway || errors.Is(r.err, worker.ErrProtocol) {
+		t.Fatalf("the dying request: %+v", r)
+	}
+	for range 3 {
+		if r := <-inflight; statusOf(r.err) != http.StatusBadGateway || errors.Is(r.err, worker.ErrProtocol) {
+			t.Fatalf("a request in flight on the dead worker: %v", r.err)
+		}
+	}
+	if r := call(t, p, context.Background(), "/sleep", "tag=after"); r.err != nil || r.status != 200 {
+		t.Fatalf("after: %+v", r)
+	}
+}

@@ -264,6 +264,15 @@ func (m *Mux) take(h protocol.Header, payload []byte) error {
 	m.mu.Lock()
 	mc := m.calls[h.ID]
 	switch {
+	case mc == nil && h.Type == protocol.TypeDone && h.Flags&protocol.FlagLast != 0:
+		// The worker's last word as it exits (a fatal error took the process, its script
+		// ended): what runs on it fails when it is gone, nothing new is written to it.
+		m.closed = true
+		if m.fate == nil {
+			m.fate = fmt.Errorf("%w after request %d", ErrExiting, h.ID)
+		}
+		m.mu.Unlock()
+		return nil
 	case mc == nil:
 		m.mu.Unlock()
 		return fmt.Errorf("%w: a %s frame for request %d, which is not running", ErrProtocol, h.Type, h.ID)

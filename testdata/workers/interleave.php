@@ -7,6 +7,7 @@
 //   /stream?parts=N&ms=M&tag=T  streams N parts "T:i\n", one every M ms (FLUSH)
 //   /hang               never answers and ignores CANCEL: it "blocks the worker"
 //   /exit               answers, then says DONE with LAST and exits at once
+//   /die                says DONE with LAST for no request (a fatal error's shutdown) and exits
 // CANCEL ends a request at once with DONE and no answer (except /hang).
 declare(strict_types=1);
 
@@ -113,6 +114,10 @@ while (true) {
                 case '/hang':
                     $timers[$id] = [$now() + 3600, static fn (): bool => false, $path, 3600.0];
                     break;
+                case '/die':
+                    // A fatal error takes the process: its last word names no running request.
+                    send(frame(8, 4, 0, ''));
+                    exit(255);
                 case '/exit':
                     send(response($id, 200, 'bye') . frame(8, 4, $id, ''));
                     exit(0);
