@@ -77,23 +77,12 @@ func TestABatchBehindAFatalErrorIsNotFailed(t *testing.T) {
 	go func() { defer wg.Done(); call(t, p, context.Background(), "/sleep", "ms=300") }()
 	waitFor(t, "the worker is busy", func() bool { return p.Workers()[0].State == StateBusy })
 	const n = 10
-	results := make([]result, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			path := "/pid"
-			if i == 2 {
-				path = "/fatal"
-			}
-			results[i] = call(t, p, context.Background(), path, "")
-		}()
-		waitFor(t, "the request is queued", func() bool { return p.Waiting() == i+1 })
-	}
-	wg.Wait()
-	if sizes := obs.batches(); len(sizes) == 0 || sizes[0] != n {
-		t.Fatalf("batches %v: the queued requests were not batched, so this test proves nothing", sizes)
-	}
+	results := batchBehind(t, p, &wg, obs, n, func(i int) string {
+		if i == 2 {
+			return "/fatal"
+		}
+		return "/pid"
+	})
 	for i, r := range results {
 		want := http.StatusOK
 		if i == 2 {

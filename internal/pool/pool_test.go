@@ -154,6 +154,27 @@ func occupy(t *testing.T, p *Pool, wg *sync.WaitGroup, ms int) {
 	waitFor(t, "the worker is busy", func() bool { return p.Workers()[0].State == StateBusy })
 }
 
+// batchBehind queues n requests behind the busy single worker of p, request i on path(i), one
+// at a time, and returns their results once all are answered; it fails the test unless the pool
+// handed all n to the worker in one batch (obs counts batches), which the tests rely on.
+func batchBehind(t *testing.T, p *Pool, wg *sync.WaitGroup, obs *counting, n int, path func(i int) string) []result {
+	t.Helper()
+	results := make([]result, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = call(t, p, context.Background(), path(i), "")
+		}()
+		waitFor(t, "the request is queued", func() bool { return p.Waiting() == i+1 })
+	}
+	wg.Wait()
+	if sizes := obs.batches(); len(sizes) == 0 || sizes[0] != n {
+		t.Fatalf("batches %v: the queued requests were not batched, so this test proves nothing", sizes)
+	}
+	return results
+}
+
 // TestBatchSurvivesCrash queues requests behind a busy worker, one of which crashes it. They
 // go in one batch (asserted): exactly the crashing request fails, once (one replacement); the
 // requests answered before it keep their answers; those after it run on the replacement.
@@ -164,23 +185,12 @@ func TestBatchSurvivesCrash(t *testing.T) {
 	var wg sync.WaitGroup
 	occupy(t, p, &wg, 300)
 	const n = 12
-	results := make([]result, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			path := "/pid"
-			if i == n/2 {
-				path = "/crash"
-			}
-			results[i] = call(t, p, context.Background(), path, "")
-		}()
-		waitFor(t, "the request is queued", func() bool { return p.Waiting() == i+1 })
-	}
-	wg.Wait()
-	if sizes := obs.batches(); len(sizes) == 0 || sizes[0] != n {
-		t.Fatalf("batches %v: the queued requests were not batched, so this test proves nothing", sizes)
-	}
+	results := batchBehind(t, p, &wg, obs, n, func(i int) string {
+		if i == n/2 {
+			return "/crash"
+		}
+		return "/pid"
+	})
 	for i, r := range results {
 		switch {
 		case i == n/2:
