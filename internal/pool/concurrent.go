@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"errors"
 	"time"
 
 	"github.com/peregrinephp/peregrine/internal/worker"
@@ -32,10 +31,7 @@ func (p *Pool) runConcurrent(s *slot, w *waiter) (retry bool) {
 		p.recordExec(time.Since(start))
 		w.pid = pid
 	case worker.Failed:
-		w.pid, w.err = pid, failed(w.call.Err)
-		if err := w.ctx.Err(); err != nil && errors.Is(w.call.Err, worker.ErrAbandoned) {
-			w.err = err // its client left: nobody to answer, nothing to report
-		}
+		w.pid, w.err = pid, callError(w)
 	case worker.Unread:
 		p.mu.Lock()
 		p.requeueLocked([]*waiter{w})

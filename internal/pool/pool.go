@@ -532,7 +532,7 @@ func (p *Pool) settle(s *slot, w *worker.Worker, live []*waiter, self *waiter, s
 				self.pid = w.PID()
 			}
 		case worker.Failed:
-			p.finishLocked(l, w.PID(), failed(l.call.Err))
+			p.finishLocked(l, w.PID(), callError(l))
 		case worker.Unread:
 			requeue = append(requeue, l)
 			if l == self {
@@ -546,6 +546,15 @@ func (p *Pool) settle(s *slot, w *worker.Worker, live []*waiter, self *waiter, s
 	}
 	p.release(s, answered, fate, requeue)
 	return retry
+}
+
+// callError is what a failed call's client gets: its own context's error when it left while PHP
+// answered (nobody to answer, nothing to report), else the worker's failure.
+func callError(w *waiter) error {
+	if err := w.ctx.Err(); err != nil && errors.Is(w.call.Err, worker.ErrAbandoned) {
+		return err
+	}
+	return failed(w.call.Err)
 }
 
 // recordExec folds a batch's time per request into the moving average (weight 1/8).
