@@ -48,7 +48,7 @@ fuzz: fuzz-native
 	$(GO) test ./internal/httpserver -run '^$$' -fuzz '^FuzzHandlerFrame$$' -fuzztime $(FUZZTIME)
 
 # The stress suite (docs/reliability.md): the real binary and PHP workers under a steady load,
-# one fault at a time, then a 10-minute soak; about 20 minutes. The output, with each
+# one fault at a time, then two 10-minute soaks (exec'd and forked workers); about 30 minutes. The output, with each
 # scenario's FIGURES line, is kept in bin/stress.log. STRESS_SCALE=0.2 STRESS_SOAK=1m for a
 # short pass.
 stress: build

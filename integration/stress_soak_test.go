@@ -29,13 +29,20 @@ func soakDuration(t *testing.T) time.Duration {
 // TestStressSoak holds a steady load for STRESS_SOAK (10 minutes) with max_jobs recycling a
 // worker every second or so: GETs, bodies and uploads. Not one request fails, and the daemon's
 // RSS, goroutines and open descriptors stay flat; no worker is left a zombie; no upload is left.
-func TestStressSoak(t *testing.T) {
+// It runs the cli runtime's exec'd workers.
+func TestStressSoak(t *testing.T) { soak(t, "runtime: cli") }
+
+// TestStressSoakForked is the soak on the native runtime, whose workers are forked from a
+// template by default (workers.fork): the same load, the same checks, forks instead of execs.
+func TestStressSoakForked(t *testing.T) { soak(t, "runtime: native") }
+
+func soak(t *testing.T, runtime string) {
 	const maxJobs = 200
 	d := soakDuration(t)
 	tmp := stressTempDir(t)
 	// The generator keeps its 64 connections open for the whole run (idle_timeout: 1h), so
 	// that the daemon's goroutines and descriptors, one per connection, can be compared.
-	s := startStress(t, fmt.Sprintf("http:\n  idle_timeout: 1h\nworkers:\n  command: php %s\n  count: 4\n  max_jobs: %d\n", fixture(t, "app.php"), maxJobs))
+	s := startStress(t, fmt.Sprintf("http:\n  idle_timeout: 1h\nworkers:\n  %s\n  command: php %s\n  count: 4\n  max_jobs: %d\n", runtime, fixture(t, "app.php"), maxJobs))
 
 	body := bytes.Repeat([]byte("soak "), 800) // 4 KB
 	var upload bytes.Buffer
