@@ -21,7 +21,13 @@ const workersTimeout = 10 * time.Second
 
 // workers prints the running server's workers: peregrine workers [-c FILE] [--json].
 func workers(args []string, stdout io.Writer) error {
-	c, cfg, fs, err := adminClient("workers", args)
+	return listing("workers", args, stdout, (*admin.Client).Workers, admin.WriteTable)
+}
+
+// listing runs a command that prints a snapshot the running server answers at once (its workers,
+// its tables): as a table, or as JSON with --json.
+func listing[T any](name string, args []string, stdout io.Writer, fetch func(*admin.Client, context.Context) (T, error), table func(io.Writer, T) error) error {
+	c, cfg, fs, err := adminClient(name, args)
 	if err != nil {
 		return err
 	}
@@ -29,14 +35,14 @@ func workers(args []string, stdout io.Writer) error {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, workersTimeout)
 	defer cancel()
-	ws, err := c.Workers(ctx)
+	v, err := fetch(c, ctx)
 	if err != nil {
-		return adminError("workers", cfg, fs, err)
+		return adminError(name, cfg, fs, err)
 	}
 	if jsonFlag(fs) {
-		return printJSON(stdout, ws)
+		return printJSON(stdout, v)
 	}
-	return admin.WriteTable(stdout, ws)
+	return table(stdout, v)
 }
 
 // reset replaces every worker of the running server like SIGHUP and returns when all are
