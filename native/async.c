@@ -196,21 +196,33 @@ static php_netstream_data_t *sock_of(php_stream *stream)
 	return sock != NULL && sock->socket >= 0 && sock->is_blocked ? sock : NULL;
 }
 
-static ssize_t hooked_read(php_stream *stream, char *buf, size_t count)
+/* Inside a fiber, waits in the loop until the stream's socket is ready for events (POLLIN or
+ * POLLOUT): 1 when it is (or need not wait), 0 after the stream's timeout (timeout_event set),
+ * -1 when the wait ended in an exception (the request was cancelled). */
+static int wait_ready(php_stream *stream, short events, int kind)
 {
 	php_netstream_data_t *sock = sock_of(stream);
+
+	if (sock == NULL || !EG(active_fiber) || fd_ready(sock->socket, events))
+		return 1;
+	int r = wait_fd(sock->socket, kind, seconds(&sock->timeout));
+	if (EG(exception))
+		return -1;
+	if (r == TIMED_OUT) {
+		sock->timeout_event = 1;
+		return 0;
+	}
+	return 1;
+}
+
+static ssize_t hooked_read(php_stream *stream, char *buf, size_t count)
+{
 	const php_stream_ops *mine = stream->ops;
 	ssize_t n;
+	int ready = wait_ready(stream, POLLIN, WAIT_READ);
 
-	if (sock != NULL && EG(active_fiber) && !fd_ready(sock->socket, POLLIN)) {
-		int r = wait_fd(sock->socket, WAIT_READ, seconds(&sock->timeout));
-		if (EG(exception))
-			return -1;
-		if (r == TIMED_OUT) {
-			sock->timeout_event = 1;
-			return 0;
-		}
-	}
+	if (ready <= 0)
+		return ready;
 	stream->ops = orig_ops(stream);
 	n = stream->ops->read(stream, buf, count);
 	stream->ops = mine;
@@ -219,19 +231,12 @@ static ssize_t hooked_read(php_stream *stream, char *buf, size_t count)
 
 static ssize_t hooked_write(php_stream *stream, const char *buf, size_t count)
 {
-	php_netstream_data_t *sock = sock_of(stream);
 	const php_stream_ops *mine = stream->ops;
 	ssize_t n;
+	int ready = wait_ready(stream, POLLOUT, WAIT_WRITE);
 
-	if (sock != NULL && EG(active_fiber) && !fd_ready(sock->socket, POLLOUT)) {
-		int r = wait_fd(sock->socket, WAIT_WRITE, seconds(&sock->timeout));
-		if (EG(exception))
-			return -1;
-		if (r == TIMED_OUT) {
-			sock->timeout_event = 1;
-			return 0;
-		}
-	}
+	if (ready <= 0)
+		return ready;
 	stream->ops = orig_ops(stream);
 	n = stream->ops->write(stream, buf, count);
 	stream->ops = mine;
