@@ -170,12 +170,28 @@ func (p *Pipeline) ahead(workers, n int) int {
 	return min(n, workers*(1+int(min(p.opts.Timeout/4/avg, time.Duration(n)))))
 }
 
+// recordRun adds a job's time to the moving average over about 8 jobs. The first job seeds
+// it, and no update is lost: runners finish together, and an average left near zero by a
+// batch of lost updates would let the next fetch take a full batch of slow jobs.
+func (p *Pipeline) recordRun(took time.Duration) {
+	for {
+		avg := p.avgRun.Load()
+		next := int64(took)
+		if avg > 0 {
+			next = avg + (next-avg)/8
+		}
+		if p.avgRun.CompareAndSwap(avg, max(next, 1)) {
+			return
+		}
+	}
+}
+
 // fetch receives jobs for the n runners while ctx lasts.
 func (p *Pipeline) fetch(ctx context.Context, workers, n int, free <-chan struct{}, deliveries chan<- *Delivery) {
 	failures := 0
 	idle := n // runners without a job
 	for ctx.Err() == nil {
-		if idle == 0 || n-idle >= p.ahead(workers, n) {
+		for idle == 0 || n-idle >= p.ahead(workers, n) { // held enough: wait for runners to finish
 			select {
 			case <-free:
 				idle++
@@ -243,8 +259,7 @@ func (p *Pipeline) run(ctx context.Context, d *Delivery, h Handler) {
 	} else {
 		start := time.Now()
 		err = h(ctx, j)
-		avg := p.avgRun.Load() // a moving average over about 8 jobs; a lost update is harmless
-		p.avgRun.Store(avg + (int64(time.Since(start))-avg)/8)
+		p.recordRun(time.Since(start))
 	}
 	if err == nil {
 		p.done.Add(1)
