@@ -235,24 +235,36 @@ func TestConcurrentClientLeavingCancelsItsRequest(t *testing.T) {
 }
 
 // TestConcurrentFatalErrorIsNotAProtocolViolation: a worker that dies of a fatal error says
-// DONE with LAST for no running request as its last word; its requests in flight fail (the
-// process is gone), the worker is replaced for its exit, not for a protocol violation.
+// DONE with LAST as its last word: for no running request (/die), or naming the request whose
+// fiber hit it (/fatal, what the PHP library says), which then gets 500. Its other requests in
+// flight fail with 502 (the process is gone), and the worker is replaced for its exit, not for a
+// protocol violation.
 func TestConcurrentFatalErrorIsNotAProtocolViolation(t *testing.T) {
-	p := newConcurrentPool(t, Options{Size: 1, Concurrency: 8})
-	inflight := make(chan result, 3)
-	for range 3 {
-		go func() { inflight <- call(t, p, context.Background(), "/sleep", "ms=60000") }()
-	}
-	waitFor(t, "3 in flight", func() bool { return inFlight(p) == 3 })
-	if r := call(t, p, context.Background(), "/die", ""); statusOf(r.err) != http.StatusBadGateway || errors.Is(r.err, worker.ErrProtocol) {
-		t.Fatalf("the dying request: %+v", r)
-	}
-	for range 3 {
-		if r := <-inflight; statusOf(r.err) != http.StatusBadGateway || errors.Is(r.err, worker.ErrProtocol) {
-			t.Fatalf("a request in flight on the dead worker: %v", r.err)
-		}
-	}
-	if r := call(t, p, context.Background(), "/sleep", "tag=after"); r.err != nil || r.status != 200 {
-		t.Fatalf("after: %+v", r)
+	for _, tc := range []struct {
+		path string
+		want int // the dying request's status
+	}{
+		{"/die", http.StatusBadGateway},
+		{"/fatal", http.StatusInternalServerError},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			p := newConcurrentPool(t, Options{Size: 1, Concurrency: 8})
+			inflight := make(chan result, 3)
+			for range 3 {
+				go func() { inflight <- call(t, p, context.Background(), "/sleep", "ms=60000") }()
+			}
+			waitFor(t, "3 in flight", func() bool { return inFlight(p) == 3 })
+			if r := call(t, p, context.Background(), tc.path, ""); statusOf(r.err) != tc.want || errors.Is(r.err, worker.ErrProtocol) {
+				t.Fatalf("the dying request: %+v, want %d", r, tc.want)
+			}
+			for range 3 {
+				if r := <-inflight; statusOf(r.err) != http.StatusBadGateway || errors.Is(r.err, worker.ErrProtocol) {
+					t.Fatalf("a request in flight on the dead worker: %v", r.err)
+				}
+			}
+			if r := call(t, p, context.Background(), "/sleep", "tag=after"); r.err != nil || r.status != 200 {
+				t.Fatalf("after: %+v", r)
+			}
+		})
 	}
 }

@@ -74,7 +74,7 @@ type Observer interface {
 
 // Error is a request the pool could not have answered. Status is the HTTP status that says why:
 // 503 when no worker could take it (RetryAfter set), 502 when its worker failed, 504 when it
-// ran past exec_timeout.
+// ran past exec_timeout, 500 when it hit a fatal error in PHP that ended its concurrent worker.
 type Error struct {
 	Status     int
 	RetryAfter bool
@@ -98,8 +98,11 @@ func unavailable(err error) error {
 
 // failed wraps what worker.Exec reported for a request.
 func failed(err error) error {
-	if errors.Is(err, worker.ErrExecTimeout) {
+	switch {
+	case errors.Is(err, worker.ErrExecTimeout):
 		return &Error{Status: http.StatusGatewayTimeout, Err: err}
+	case errors.Is(err, worker.ErrFatal):
+		return &Error{Status: http.StatusInternalServerError, Err: err}
 	}
 	return &Error{Status: http.StatusBadGateway, Err: err}
 }

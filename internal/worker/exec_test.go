@@ -29,17 +29,8 @@ func startNative(t *testing.T, script string, env ...string) *Worker {
 		t.Skipf("the native runtime is not built (make native): %v", err)
 	}
 	path, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "workers", script))
-	w, err := Start(context.Background(), Options{Argv: []string{native, path},
+	return started(t, Options{Argv: []string{native, path},
 		Env: append(append(os.Environ(), "PEREGRINE_PROTOCOL=3"), env...), BootTimeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		w.Stop(ctx)
-	})
-	return w
 }
 
 // nativeCalls builds calls for targets like "/finish?ms=100"; a target after "PUT " gets a body

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -26,6 +27,8 @@ import (
 //	                            └──────────────> cancelled ────────────────────┘ DONE, or the worker
 //	                                                                             is killed after grace
 //	The worker dies or breaks the protocol: every request not ended ends; one not answered failed.
+//	DONE with LAST before a request's answer: a fatal error in its fiber took the process; that
+//	request fails with ErrFatal (500), the others when the process is gone (502).
 //
 // onEnd is called exactly once per Do, when its request has ended (or was never written), with
 // the worker's fate: nil while it serves on, ErrExiting once it said it exits (DONE with LAST),
@@ -62,6 +65,7 @@ type muxCall struct {
 	answered  bool // the reader saw its answer's last frame
 	cancelled bool // CANCEL was sent: what else comes for it is dropped
 	expired   bool // exec_timeout passed before its answer
+	fatal     bool // DONE with LAST came before its answer: it ended the process (a fatal error)
 	ended     bool
 	timer     *time.Timer
 	notify    chan struct{} // cap 1: the queue grew, or the call ended or expired
@@ -149,7 +153,7 @@ func (m *Mux) deliver(ctx context.Context, call *Call, mc *muxCall) {
 		m.mu.Lock()
 		frames := mc.queue
 		mc.queue, mc.queued = nil, 0
-		ended, expired := mc.ended, mc.expired
+		ended, expired, fatal := mc.ended, mc.expired, mc.fatal
 		m.mu.Unlock()
 		for _, f := range frames {
 			switch {
@@ -181,6 +185,12 @@ func (m *Mux) deliver(ctx context.Context, call *Call, mc *muxCall) {
 		switch {
 		case expired:
 			call.Outcome, call.Err = Failed, ErrExecTimeout
+			return
+		case fatal:
+			method, path := requestLine(call.Frame)
+			m.w.log.Error("a request hit a fatal error in PHP: it gets 500; its worker exits, and the worker's other requests in flight fail with it",
+				"request", mc.id, "method", method, "path", path) // the logger carries the pid
+			call.Outcome, call.Err = Failed, fmt.Errorf("%w: request %d (%s %s)", ErrFatal, mc.id, method, path)
 			return
 		case ended:
 			call.Outcome, call.Err = Failed, m.fateOr(ErrExited)
@@ -277,14 +287,19 @@ func (m *Mux) take(h protocol.Header, payload []byte) error {
 		m.mu.Unlock()
 		return fmt.Errorf("%w: a %s frame for request %d, which is not running", ErrProtocol, h.Type, h.ID)
 	case h.Type == protocol.TypeDone:
-		if !mc.answered && !mc.cancelled {
+		last, unanswered := h.Flags&protocol.FlagLast != 0, !mc.answered && !mc.cancelled
+		if unanswered && !last {
 			m.mu.Unlock()
 			return fmt.Errorf("%w: DONE for request %d before its answer", ErrProtocol, h.ID)
 		}
 		fate := error(nil)
-		if h.Flags&protocol.FlagLast != 0 {
+		if last {
 			m.closed = true
 			m.fate = fmt.Errorf("%w after request %d", ErrExiting, h.ID)
+			if unanswered { // the worker names the request whose fiber a fatal error stopped
+				mc.fatal = true
+				m.fate = fmt.Errorf("%w: request %d hit a fatal error", ErrExiting, h.ID)
+			}
 			fate = m.fate
 		}
 		m.endLocked(mc)
@@ -371,6 +386,23 @@ func (m *Mux) fateOr(def error) error {
 		return m.fate
 	}
 	return def
+}
+
+// requestLine is the method and path of a REQUEST frame (docs/protocol.md, "REQUEST payload"),
+// for the log; empty where the frame is cut short.
+func requestLine(frame []byte) (method, path string) {
+	if len(frame) < protocol.HeaderSize+4 {
+		return "", ""
+	}
+	head := frame[protocol.HeaderSize+4:]
+	if n := int(binary.LittleEndian.Uint32(frame[protocol.HeaderSize:])); n < len(head) {
+		head = head[:n]
+	}
+	fields := bytes.SplitN(head, []byte{0}, 4)
+	if len(fields) < 3 {
+		return "", ""
+	}
+	return string(fields[0]), string(fields[2])
 }
 
 func signal(c chan struct{}) {

@@ -41,8 +41,9 @@ func nativeTemplate(t *testing.T, script string) (*Template, Options) {
 	return tmpl, opts
 }
 
-// forked starts a worker from the template and stops it when the test ends.
-func forked(t *testing.T, opts Options) *Worker {
+// started starts a worker with opts (forked from opts.Template when it is set) and stops it
+// when the test ends.
+func started(t *testing.T, opts Options) *Worker {
 	t.Helper()
 	w, err := Start(context.Background(), opts)
 	if err != nil {
@@ -88,7 +89,7 @@ func pidOf(t *testing.T, w *Worker) string {
 
 func TestTemplateForks(t *testing.T) {
 	tmpl, opts := nativeTemplate(t, "app.php")
-	a, b := forked(t, opts), forked(t, opts)
+	a, b := started(t, opts), started(t, opts)
 	if a.PID() == b.PID() || a.PID() == tmpl.PID() {
 		t.Fatalf("pids: %d, %d, template %d", a.PID(), b.PID(), tmpl.PID())
 	}
@@ -125,11 +126,11 @@ func TestTemplateForks(t *testing.T) {
 func TestTemplateRestartsAfterDeath(t *testing.T) {
 	tmpl, opts := nativeTemplate(t, "app.php")
 	first := tmpl.PID()
-	before := forked(t, opts)
+	before := started(t, opts)
 	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	w := forked(t, opts) // Fork sees the template gone and starts a new one
+	w := started(t, opts) // Fork sees the template gone and starts a new one
 	if tmpl.PID() == first || tmpl.PID() == 0 {
 		t.Fatalf("template pid %d after the death of %d", tmpl.PID(), first)
 	}
@@ -143,14 +144,14 @@ func TestTemplateRestartsAfterDeath(t *testing.T) {
 func TestTemplateRenew(t *testing.T) {
 	tmpl, opts := nativeTemplate(t, "app.php")
 	first := tmpl.PID()
-	before := forked(t, opts)
+	before := started(t, opts)
 	if err := tmpl.Renew(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if tmpl.PID() == first || alive(first) {
 		t.Fatalf("template %d after Renew; the old one %d alive: %v", tmpl.PID(), first, alive(first))
 	}
-	pidOf(t, forked(t, opts))
+	pidOf(t, started(t, opts))
 	pidOf(t, before)
 	tmpl.Close()
 	if _, err := Start(context.Background(), opts); !errors.Is(err, ErrBoot) || !errors.Is(err, ErrTemplateClosed) {
@@ -188,7 +189,7 @@ func TestTemplateForkInterrupted(t *testing.T) {
 			t.Fatalf("the stopped template %d was not killed", first)
 		}
 	}
-	pidOf(t, forked(t, opts))
+	pidOf(t, started(t, opts))
 	if tmpl.PID() == first {
 		t.Fatal("no new template")
 	}

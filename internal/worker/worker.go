@@ -54,6 +54,10 @@ var (
 	// ErrExiting says the worker announced its exit (DONE with LAST: a fatal error, its script
 	// left its loop): it reads no more requests.
 	ErrExiting = errors.New("worker: the worker exits")
+	// ErrFatal says a concurrent worker's request ended the process before its answer: a PHP
+	// fatal error (or exit()) in its fiber, which the worker named with DONE and LAST. The
+	// request gets 500, as a fatal error does under PHP-FPM.
+	ErrFatal = errors.New("worker: the request hit a fatal error in PHP, which ended its worker")
 	// ErrAbandoned is what an Answer returns (wrapped) to stop a request whose client is gone
 	// while PHP still sends; Exec kills the worker and reports it, not as a protocol violation.
 	ErrAbandoned = errors.New("worker: the answer's client is gone")

@@ -8,6 +8,8 @@
 //   /hang               never answers and ignores CANCEL: it "blocks the worker"
 //   /exit               answers, then says DONE with LAST and exits at once
 //   /die                says DONE with LAST for no request (a fatal error's shutdown) and exits
+//   /fatal              says DONE with LAST for itself, unanswered, and exits: a fatal error in its
+//                       fiber, named as the PHP library's shutdown function names it
 // CANCEL ends a request at once with DONE and no answer (except /hang).
 declare(strict_types=1);
 
@@ -117,6 +119,9 @@ while (true) {
                 case '/die':
                     // A fatal error takes the process: its last word names no running request.
                     send(frame(8, 4, 0, ''));
+                    exit(255);
+                case '/fatal':
+                    send(frame(8, 4, $id, ''));
                     exit(255);
                 case '/exit':
                     send(response($id, 200, 'bye') . frame(8, 4, $id, ''));

@@ -1,0 +1,89 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a log destination safe for the worker's goroutines and the test's.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// writtenSignal is an empty request body that closes c when it is read: Mux.Do has written the
+// REQUEST frame before it.
+type writtenSignal chan struct{}
+
+func (c writtenSignal) Read([]byte) (int, error) {
+	close(c)
+	return 0, io.EOF
+}
+
+// TestMuxFatalErrorNamesItsRequest: a concurrent worker (testdata/workers/interleave.php) says
+// DONE with LAST for a request before its answer, as the PHP library does when a fatal error
+// stops that request's fiber: that request fails with ErrFatal and the log names it; the others
+// in flight fail with the process, as the worker's exit, not as a protocol violation.
+func TestMuxFatalErrorNamesItsRequest(t *testing.T) {
+	var log lockedBuffer
+	script, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "workers", "interleave.php"))
+	w := started(t, Options{Argv: []string{"php", script}, Env: append(os.Environ(), "PEREGRINE_PROTOCOL=3"),
+		BootTimeout: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	m := NewMux(context.Background(), w, time.Second, func(error) {})
+	sleeping, _ := nativeCalls(t, 0, "/sleep?ms=60000", "/sleep?ms=60000", "/sleep?ms=60000")
+	var wg sync.WaitGroup
+	for _, c := range sleeping {
+		written := make(chan struct{})
+		c.Body = writtenSignal(written) // read once the REQUEST frame is in the pipe
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.Do(context.Background(), c, 0)
+		}()
+		<-written
+	}
+
+	fatal, _ := nativeCalls(t, 0, "/fatal")
+	m.Do(context.Background(), fatal[0], 0)
+	if fatal[0].Outcome != Failed || !errors.Is(fatal[0].Err, ErrFatal) {
+		t.Fatalf("the request that hit the fatal error: %v %v, want it failed with ErrFatal", fatal[0].Outcome, fatal[0].Err)
+	}
+	wg.Wait()
+	for i, c := range sleeping {
+		if c.Outcome != Failed || errors.Is(c.Err, ErrFatal) || errors.Is(c.Err, ErrProtocol) || !errors.Is(c.Err, ErrExiting) {
+			t.Errorf("request %d in flight beside it: %v %v, want it failed with the worker's exit", i, c.Outcome, c.Err)
+		}
+	}
+	<-m.Dead()
+	line := ""
+	for _, l := range strings.Split(log.String(), "\n") {
+		if strings.Contains(l, "fatal error") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "level=ERROR") || !strings.Contains(line, "path=/fatal") || !strings.Contains(line, "method=GET") ||
+		!strings.Contains(line, "request=4") || !strings.Contains(line, "pid=") {
+		t.Fatalf("no error line naming the request; log:\n%s", log.String())
+	}
+}
