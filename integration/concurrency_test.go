@@ -65,10 +65,113 @@ func TestConcurrencyRefusedWhereItCannotRun(t *testing.T) {
 // count and concurrency, and an admin listener whose address it returns.
 func startConcurrent(t *testing.T, count, concurrency int, extra string) (*server, string) {
 	t.Helper()
+	return startConcurrentOn(t, "native", count, concurrency, extra)
+}
+
+// startConcurrentOn is startConcurrent on the given runtime (cli or native).
+func startConcurrentOn(t *testing.T, runtime string, count, concurrency int, extra string) (*server, string) {
+	t.Helper()
 	addr := freeAddr(t)
-	s := startServer(t, fmt.Sprintf("workers:\n  runtime: native\n  command: php %s\n  count: %d\n  concurrency: %d\n%sadmin:\n  address: %s\n",
-		fixture(t, "concurrent.php"), count, concurrency, extra, addr))
+	s := startServer(t, fmt.Sprintf("workers:\n  runtime: %s\n  command: php %s\n  count: %d\n  concurrency: %d\n%sadmin:\n  address: %s\n",
+		runtime, fixture(t, "concurrent.php"), count, concurrency, extra, addr))
 	return s, "http://" + addr
+}
+
+// onBothRuntimes runs test in parallel subtests on the cli and the native runtime, each against
+// a server of its own with one concurrent worker (concurrent.php) holding up to concurrency
+// requests.
+func onBothRuntimes(t *testing.T, concurrency int, test func(t *testing.T, s *server, admin string)) {
+	t.Helper()
+	t.Parallel()
+	for _, runtime := range []string{"cli", "native"} {
+		t.Run(runtime, func(t *testing.T) {
+			t.Parallel()
+			s, admin := startConcurrentOn(t, runtime, 1, concurrency, "")
+			test(t, s, admin)
+		})
+	}
+}
+
+// TestConcurrentFatalErrorFailsItsRequestWith500: a fatal error (memory_limit) in one request's
+// fiber ends its worker's process, with other requests sleeping in it. The worker names that
+// request as it dies: it gets 500, as under PHP-FPM, and the server's log names it; the others
+// in flight were lost with the process and get 502; the replacement serves on.
+func TestConcurrentFatalErrorFailsItsRequestWith500(t *testing.T) {
+	onBothRuntimes(t, 16, func(t *testing.T, s *server, admin string) {
+		results := sleepers(s, 3)
+		eventually(t, 30*time.Second, "3 requests in flight", func() bool {
+			_, n := workersInFlight(t, admin)
+			return n == 3
+		})
+		if r := get(t, s.URL+"/fatal?ms=20"); r.Status != 500 {
+			t.Fatalf("the request that hit the fatal error: %d %s, want 500", r.Status, r.Body)
+		}
+		s.log.waitFor(t, `a request hit a fatal error in PHP[^\n]*/fatal`, 10*time.Second)
+		for range 3 {
+			if st := <-results; st != 502 {
+				t.Fatalf("a request in flight beside it got %d, want 502; log:\n%s", st, s.log.String())
+			}
+		}
+		if n := s.log.count(`a request hit a fatal error in PHP`); n != 1 {
+			t.Fatalf("%d fatal error lines, want 1 (only the request that hit it); log:\n%s", n, s.log.String())
+		}
+		if r := get(t, s.URL+"/sleep?ms=1&tag=after"); r.Status != 200 {
+			t.Fatalf("after the fatal error: %d %s", r.Status, r.Body)
+		}
+	})
+}
+
+// TestConcurrentEarlyHints: Peregrine\Http\earlyHints() in a concurrent worker sends a 103 to
+// the request whose fiber calls it. Two requests in flight in one worker each send a hint, wait
+// until both have, and send another: each client gets its own two links in 103s, none of the
+// other's, then its 200.
+func TestConcurrentEarlyHints(t *testing.T) {
+	onBothRuntimes(t, 8, func(t *testing.T, s *server, _ string) {
+		tags := []string{"a", "b"}
+		raws := make([]string, len(tags))
+		var wg sync.WaitGroup
+		for i, tag := range tags {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				raws[i] = rawExchange(t, s.URL, "/hints?n=2&tag="+tag, "HTTP/1.1")
+			}()
+		}
+		wg.Wait()
+		for i, tag := range tags {
+			heads, body := splitHeads(raws[i])
+			if len(heads) < 2 || !strings.HasPrefix(heads[len(heads)-1], "HTTP/1.1 200 OK\r\n") || body != tag {
+				t.Fatalf("%s: heads %q, body %q: want 103s then a 200", tag, heads, body)
+			}
+			hints := strings.Join(heads[:len(heads)-1], "\r\n")
+			for _, h := range heads[:len(heads)-1] {
+				if !strings.HasPrefix(h, "HTTP/1.1 103 Early Hints\r\n") {
+					t.Fatalf("%s: %q, want 103 Early Hints", tag, h)
+				}
+			}
+			other := tags[1-i]
+			if !strings.Contains(hints, "</"+tag+"-1.css>") || !strings.Contains(hints, "</"+tag+"-2.css>") || strings.Contains(hints, "</"+other+"-") {
+				t.Fatalf("%s: the 103s carry %q, want its own two links and none of %s's", tag, hints, other)
+			}
+		}
+	})
+}
+
+// sleepers sends n requests that sleep for a minute and returns where their statuses come (-1
+// for a request that failed in the client).
+func sleepers(s *server, n int) <-chan int {
+	results := make(chan int, n)
+	for range n {
+		go func() {
+			r, err := doErr(context.Background(), "GET", s.URL+"/sleep?ms=60000", nil)
+			if err != nil {
+				results <- -1
+				return
+			}
+			results <- r.Status
+		}()
+	}
+	return results
 }
 
 // workersInFlight reads the admin listener's GET /workers.
@@ -134,17 +237,7 @@ func TestConcurrentUsleepInOneWorker(t *testing.T) {
 func TestConcurrentKill9FailsTheRequestsInFlight(t *testing.T) {
 	t.Parallel()
 	s, admin := startConcurrent(t, 1, 64, "")
-	results := make(chan int, 50)
-	for range 50 {
-		go func() {
-			r, err := doErr(context.Background(), "GET", s.URL+"/sleep?ms=60000", nil)
-			if err != nil {
-				results <- -1
-				return
-			}
-			results <- r.Status
-		}()
-	}
+	results := sleepers(s, 50)
 	var pids []int
 	eventually(t, 30*time.Second, "50 requests in flight", func() bool {
 		var n int

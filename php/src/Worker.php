@@ -304,22 +304,31 @@ final class Worker
     private function runConcurrently(\Closure $respond): void
     {
         $connection = $this->connection;
-        register_shutdown_function(function () use ($connection): void {
+        CurrentRequest::$connection = $connection;
+        $server = new Async\Internal\Server(fn (string $line) => $this->log($line));
+        // The last word of a worker that exits by itself names the request whose fiber was
+        // running when a fatal error (or exit()) ended the process: the server answers that one
+        // 500 and logs it. The others in flight are lost with the process.
+        register_shutdown_function(function () use ($connection, $server): void {
             if ($this->stopped) {
                 return;
             }
             try {
-                $connection->send(Frame::done($this->lastId, true));
+                $connection->send(Frame::done($server->current() ?: $this->lastId, true));
             } catch (ProtocolError) {
                 // The server is gone.
             }
         });
-        $server = new Async\Internal\Server(fn (string $line) => $this->log($line));
         try {
             $connection->send(Frame::ready(PHP_VERSION));
             $server->run(
                 static function (int $id, string $payload) use ($respond): string {
-                    return $respond($id, $payload);
+                    CurrentRequest::opened($id); // earlyHints() from its fibers, until its answer begins
+                    try {
+                        return $respond($id, $payload);
+                    } finally {
+                        CurrentRequest::answering($id);
+                    }
                 },
                 $connection->send(...),
                 function (int $id): void {
@@ -384,7 +393,7 @@ final class Worker
      */
     private function stream(int $id, int $status, array $headers, iterable $parts): string
     {
-        CurrentRequest::$id = 0; // the answer begins: no hints after it
+        CurrentRequest::answering($id); // no hints after the RESPONSE frame
         $flags = Frame::FLAG_MORE | Frame::FLAG_FLUSH;
         $begun = false;
         try {

@@ -57,6 +57,50 @@ final class AsyncServerTest extends TestCase
         self::assertSame(0, $worker->wait(), $worker->errors());
     }
 
+    /**
+     * earlyHints() in a request's fiber, before or after it waited, or in an async() fiber of it,
+     * sends HINTS with that request's id while other requests run in between.
+     */
+    public function testEarlyHintsGoToTheRequestWhoseFiberSendsThem(): void
+    {
+        $worker = new WorkerProcess(__DIR__ . '/fixtures/async-worker.php', ['PEREGRINE_CONCURRENCY' => '8']);
+        $worker->ready();
+        $worker->write(self::request(1, '/?id=1&ms=60&hint=after') . self::request(2, '/?id=2&ms=30&hint=before')
+            . self::request(3, '/?id=3&ms=0&hint=async') . self::request(4, '/?id=4&ms=10'));
+        $hinted = [];
+        $answered = [];
+        while (\count($answered) < 4) {
+            $frame = $worker->readFrame();
+            if ($frame['type'] === Frame::HINTS) {
+                self::assertArrayNotHasKey($frame['id'], $answered, 'a HINTS frame after its answer');
+                self::assertSame("Link\0</{$frame['id']}.css>; rel=preload; as=style", $frame['payload']);
+                $hinted[] = $frame['id'];
+            } elseif ($frame['type'] === Frame::DONE) {
+                $answered[$frame['id']] = true;
+            }
+        }
+        sort($hinted);
+        self::assertSame([1, 2, 3], $hinted);
+        self::assertSame(0, $worker->wait(), $worker->errors());
+    }
+
+    /**
+     * A fatal error in one request's fiber ends the process; its last word, DONE with LAST,
+     * names that request (the server answers it 500), not the last one that ended.
+     */
+    public function testTheLastWordNamesTheRequestAFatalErrorStopped(): void
+    {
+        $worker = new WorkerProcess(__DIR__ . '/fixtures/async-worker.php', ['PEREGRINE_CONCURRENCY' => '8']);
+        $worker->ready();
+        $worker->write(self::request(1, '/?id=1&ms=0'));
+        self::assertSame(1, $worker->readResponse()['id']);
+        $worker->write(self::request(2, '/?id=2&ms=60000') . self::request(3, '/?id=3&ms=20&fatal=1') . self::request(4, '/?id=4&ms=60000'));
+        $done = $worker->readFrame();
+        self::assertSame([Frame::DONE, 3, Frame::FLAG_LAST], [$done['type'], $done['id'], $done['flags']], $worker->errors());
+        self::assertSame(255, $worker->wait());
+        self::assertStringContainsString('Allowed memory size', $worker->errors());
+    }
+
     private static function request(int $id, string $uri): string
     {
         [$path, $query] = array_pad(explode('?', $uri, 2), 2, '');

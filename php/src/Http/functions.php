@@ -72,10 +72,13 @@ function headers_list(): array
  * it. $headers maps a name to a value or a list of values. The server forwards it to HTTP/1.1
  * and HTTP/2 clients, never to HTTP/1.0 ones. Call it while handling a request, before the
  * response is returned (or, under the native runtime, before any output is flushed); elsewhere,
- * and outside Peregrine, it does nothing and returns false.
+ * and outside Peregrine, it does nothing and returns false. In a concurrent worker
+ * (workers.concurrency > 1) the hints go to the request whose fiber calls it (or whose async()
+ * fiber does), until that request's answer begins.
  *
- * Under the native runtime it is PHP's own headers_send(103) on exactly these headers: the
- * headers set so far with header() are put aside meanwhile and stay set for the final answer.
+ * Under the native runtime one request at a time, it is PHP's own headers_send(103) on exactly
+ * these headers: the headers set so far with header() are put aside meanwhile and stay set for
+ * the final answer.
  *
  * @param array<string, string|list<string>> $headers
  *
@@ -86,7 +89,8 @@ function headers_list(): array
 function earlyHints(array $headers): bool
 {
     HeaderCheck::all($headers, 'Early hint');
-    if (!\function_exists('peregrine_handle_request')) {
+    // The PHP library writes the frames: the cli runtime, and concurrent workers on both.
+    if (CurrentRequest::$connection !== null || !\function_exists('peregrine_handle_request')) {
         return CurrentRequest::hints($headers);
     }
     if ($headers === [] || \headers_sent()) {

@@ -47,6 +47,9 @@ final class Loop
     /** @var \WeakMap<\Fiber, Task> */
     private \WeakMap $tasks;
 
+    /** The task of the fiber enter() switched into and has not come back from. */
+    private ?Task $running = null;
+
     /** @var \Closure(string): void */
     private \Closure $warn;
 
@@ -133,9 +136,10 @@ final class Loop
      * Runs $work in a fiber of its own, from the next tick; the Future completes with what it
      * returns or throws. Cancelling the Future cancels the fiber at its wait.
      *
-     * @param string $label what warnings name; by default the label of the task spawning it
+     * @param string $label   what warnings name; by default the label of the task spawning it
+     * @param int    $request the request it works for; by default that of the task spawning it
      */
-    public function spawn(\Closure $work, ?string $label = null): Future
+    public function spawn(\Closure $work, ?string $label = null, ?int $request = null): Future
     {
         $future = new Future();
         $fiber = new \Fiber(static function () use ($work, $future): void {
@@ -145,7 +149,7 @@ final class Loop
                 $future->fail($e);
             }
         });
-        $this->tasks[$fiber] = new Task($label ?? $this->task()?->label ?? '');
+        $this->tasks[$fiber] = new Task($label ?? $this->running?->label ?? '', $request ?? $this->running?->request ?? 0);
         $future->onCancel(function (CancelledException $e) use ($fiber): void {
             $this->cancelTask($fiber, $e);
         });
@@ -160,6 +164,16 @@ final class Loop
         $fiber = \Fiber::getCurrent();
 
         return $fiber === null ? null : ($this->tasks[$fiber] ?? null);
+    }
+
+    /**
+     * The task the loop switched into last and has not come back from: the one running now, even
+     * inside a plain Fiber it started; null in the main context. After a fatal error ended the
+     * process inside a fiber (no PHP code ran on the way out), the task that was running then.
+     */
+    public function running(): ?Task
+    {
+        return $this->running;
     }
 
     /**
@@ -323,10 +337,16 @@ final class Loop
             return;
         }
         $start = hrtime(true);
-        if ($fiber->isStarted()) {
-            $fiber->resume();
-        } else {
-            $fiber->start();
+        $outer = $this->running; // a loop run inside a plain Fiber enters fibers from within one
+        $this->running = $this->tasks[$fiber] ?? null;
+        try {
+            if ($fiber->isStarted()) {
+                $fiber->resume();
+            } else {
+                $fiber->start();
+            }
+        } finally {
+            $this->running = $outer;
         }
         $held = (hrtime(true) - $start) / 1e9;
         if ($held > self::BLOCK_WARNING) {

@@ -99,6 +99,19 @@ final class Server
     }
 
     /**
+     * The id of the request in flight whose fiber (its own, or an async() one of it) runs now; 0
+     * when there is none. In a shutdown function after a fatal error (or exit()) ended the
+     * process inside a fiber, the request that was running then: the worker names it in its last
+     * word (docs/protocol.md, "Concurrent requests").
+     */
+    public function current(): int
+    {
+        $id = Loop::get()->running()?->request ?? 0;
+
+        return isset($this->running[$id]) ? $id : 0;
+    }
+
+    /**
      * @param \Closure(int, string): string $respond
      * @param \Closure(string): void        $send
      * @param \Closure(int): void           $ended
@@ -107,7 +120,7 @@ final class Server
     private function start(Loop $loop, int $id, string $payload, \Closure $respond, \Closure $send, \Closure $ended, \Closure $idle): void
     {
         ++$this->inFlight;
-        $future = $loop->spawn(static fn (): string => $respond($id, $payload), self::path($payload));
+        $future = $loop->spawn(static fn (): string => $respond($id, $payload), self::path($payload), $id);
         $this->running[$id] = $future;
         $future->subscribe(function (?\Throwable $error, mixed $answer) use ($id, $send, $ended, $idle): void {
             unset($this->running[$id]);

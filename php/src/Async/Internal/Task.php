@@ -17,8 +17,12 @@ final class Task
     public ?Suspension $waiting = null;
     public ?CancelledException $cancelled = null;
 
-    /** @param string $label what the warnings name: the request's path */
-    public function __construct(public readonly string $label)
+    /**
+     * @param string $label   what the warnings name: the request's path
+     * @param int    $request the id of the request the fiber works for (its own, or the one that
+     *                        called async()); 0 for none
+     */
+    public function __construct(public readonly string $label, public readonly int $request = 0)
     {
     }
 }
