@@ -15,7 +15,8 @@
  * the loop's stream_select() sees it even when the extension unregistered its stream's resource
  * (mysqlnd does). A stream that turns on TLS (stream_socket_enable_crypto) gets its original ops
  * back: OpenSSL may hold decrypted bytes the fd does not show. TLS waits instead in poll(),
- * which this program defines ahead of libc's (below). */
+ * which this program defines ahead of libc's (below), as libpq (pgsql, PDO pgsql) and libcurl
+ * do. */
 #include "async.h"
 
 #include <errno.h>
@@ -59,55 +60,86 @@ bool pg_async_hooked(void)
 	return hooks.installed;
 }
 
-/* Calls Hooks::wait($stream, $mode, $timeout) if the class is loaded (never autoloads it). */
-static int call_wait(zval *stream, int mode, double timeout)
+/* Calls Hooks::$name(...$args) if the class is loaded (never autoloads it): wait($stream, $mode,
+ * $timeout) or waitAny($reads, $writes, $timeout). */
+static int call_hook(const char *name, zval *args, uint32_t nargs)
 {
 	zend_class_entry *ce;
 	zend_function *fn;
-	zval args[3], ret;
+	zval ret;
 	int result = NOT_HOOKED;
 
 	if (EG(active_fiber) == NULL || EG(exception) || zend_fiber_switch_blocked())
 		return NOT_HOOKED;
 	ce = zend_hash_str_find_ptr(EG(class_table), HOOKS_CLASS, sizeof(HOOKS_CLASS) - 1);
-	if (ce == NULL || (fn = zend_hash_str_find_ptr(&ce->function_table, "wait", 4)) == NULL)
+	if (ce == NULL || (fn = zend_hash_str_find_ptr_lc(&ce->function_table, name, strlen(name))) == NULL)
 		return NOT_HOOKED;
-	if (stream != NULL)
-		ZVAL_COPY_VALUE(&args[0], stream);
-	else
-		ZVAL_NULL(&args[0]);
-	ZVAL_LONG(&args[1], mode);
-	ZVAL_DOUBLE(&args[2], timeout);
 	ZVAL_UNDEF(&ret);
-	zend_call_known_function(fn, NULL, ce, &ret, 3, args, NULL);
+	zend_call_known_function(fn, NULL, ce, &ret, nargs, args, NULL);
 	if (Z_TYPE(ret) == IS_LONG)
 		result = (int)Z_LVAL(ret);
 	zval_ptr_dtor(&ret);
 	return EG(exception) ? TIMED_OUT : result;
 }
 
-/* Waits in the loop for fd to be ready for `mode`, through a socket stream on a dup() of it;
- * the stream, its resource and the copy are gone when this returns. */
+/* Hooks::wait() without a stream: a sleep, or a probe. */
+static int call_wait(int mode, double timeout)
+{
+	zval args[3];
+
+	ZVAL_NULL(&args[0]);
+	ZVAL_LONG(&args[1], mode);
+	ZVAL_DOUBLE(&args[2], timeout);
+	return call_hook("wait", args, 3);
+}
+
+/* Waits in the loop until one of fds is ready for its events (POLLIN, POLLOUT), or for timeout
+ * seconds (negative: none), through socket streams on dup()s of the fds; the streams, their
+ * resources and the copies are gone when this returns. NOT_HOOKED when it cannot wait there
+ * (outside a loop fiber, or no fd asks for POLLIN or POLLOUT). */
+static int wait_fds(const struct pollfd *fds, nfds_t nfds, double timeout)
+{
+	zval args[3]; /* readers, writers, timeout */
+	int r = NOT_HOOKED, watched = 0;
+
+	if (call_wait(WAIT_PROBE, 0) != READY)
+		return NOT_HOOKED;
+	array_init(&args[0]);
+	array_init(&args[1]);
+	ZVAL_DOUBLE(&args[2], timeout);
+	for (nfds_t i = 0; i < nfds; i++) {
+		for (int w = 0; w < 2; w++) {
+			php_stream *s;
+			int copy;
+
+			if (fds[i].fd < 0 || !(fds[i].events & (w ? POLLOUT : POLLIN)))
+				continue;
+			if ((copy = dup(fds[i].fd)) < 0)
+				goto out;
+			if ((s = php_stream_sock_open_from_socket(copy, NULL)) == NULL) {
+				close(copy);
+				goto out;
+			}
+			zval zs;
+			php_stream_to_zval(s, &zs); /* the resource's one reference: the array's */
+			add_next_index_zval(&args[w], &zs);
+			watched++;
+		}
+	}
+	if (watched > 0)
+		r = call_hook("waitAny", args, 3);
+out:
+	zval_ptr_dtor(&args[0]);
+	zval_ptr_dtor(&args[1]);
+	return r;
+}
+
+/* Waits in the loop for fd to be ready for `mode` (WAIT_READ, WAIT_WRITE). */
 static int wait_fd(php_socket_t fd, int mode, double timeout)
 {
-	php_stream *s;
-	zval zs;
-	int copy, r;
+	struct pollfd p = {.fd = fd, .events = mode == WAIT_WRITE ? POLLOUT : POLLIN, .revents = 0};
 
-	if (call_wait(NULL, WAIT_PROBE, 0) != READY)
-		return NOT_HOOKED;
-	copy = dup(fd);
-	if (copy < 0)
-		return NOT_HOOKED;
-	s = php_stream_sock_open_from_socket(copy, NULL);
-	if (s == NULL) {
-		close(copy);
-		return NOT_HOOKED;
-	}
-	php_stream_to_zval(s, &zs); /* the resource's one reference: releasing it closes all */
-	r = call_wait(&zs, mode, timeout);
-	zval_ptr_dtor(&zs);
-	return r;
+	return wait_fds(&p, 1, timeout);
 }
 
 static int real_poll(struct pollfd *fds, nfds_t nfds, int timeout);
@@ -130,7 +162,7 @@ static bool sleep_hooked(double secs)
 {
 	if (EG(active_fiber) == NULL)
 		return false;
-	return call_wait(NULL, WAIT_SLEEP, secs) != NOT_HOOKED || EG(exception);
+	return call_wait(WAIT_SLEEP, secs) != NOT_HOOKED || EG(exception);
 }
 
 static ZEND_NAMED_FUNCTION(hooked_sleep)
@@ -264,7 +296,7 @@ static int hooked_connect(php_stream *stream, int option, int value, php_stream_
 	int ret, err = 0, r;
 	socklen_t len = sizeof(err);
 
-	if (call_wait(NULL, WAIT_PROBE, 0) != READY)
+	if (call_wait(WAIT_PROBE, 0) != READY)
 		return orig_set_option(stream, option, value, x);
 	x->op = STREAM_XPORT_OP_CONNECT_ASYNC;
 	ret = orig_set_option(stream, option, value, x);
@@ -382,11 +414,14 @@ static void wrap_transport(const char *name, php_stream_transport_factory with, 
 
 /* ---- poll() ----
  *
- * The program's own poll() comes before libc's for every library it loads (the dynamic linker
- * binds libphp's and the extensions' calls to it), so what waits for one fd with poll() waits in
- * the loop too: PHP's php_pollfd_for() under TLS streams (OpenSSL's handshake and its reads and
- * writes), and libraries such as libpq. Other calls, and every call outside a loop fiber or off
- * PHP's thread, go straight to libc's. */
+ * The program's own poll() comes before libc's for libphp and for the libraries loaded into the
+ * global scope (poll_clients, below: PHP loads extensions with RTLD_DEEPBIND, which would bind
+ * their libraries to libc's), so what waits with poll() waits in the loop too: PHP's
+ * php_pollfd_for() under TLS streams (OpenSSL's handshake and its reads and writes), libpq's
+ * waits for its socket, and libcurl's for its sockets and its wakeup pipe (curl_exec(),
+ * curl_multi_select()). Every call outside a loop fiber or off PHP's thread, and a call with a
+ * timeout of 0, goes straight to libc's. A wait that the request's cancellation ends fails with
+ * ECANCELED, so that the library gives up (libcurl would poll again and again on a timeout). */
 
 static int real_poll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
@@ -405,20 +440,26 @@ int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 	int r, w;
 
 	/* PHP's thread is the main one (a forked worker's too): gettid() is the pid. */
-	if (!hooks.installed || nfds != 1 || timeout == 0 || fds[0].fd < 0 || gettid() != getpid()
-	    || EG(active_fiber) == NULL)
+	if (!hooks.installed || nfds == 0 || timeout == 0 || gettid() != getpid() || EG(active_fiber) == NULL)
 		return real_poll(fds, nfds, timeout);
-	r = real_poll(fds, 1, 0);
+	r = real_poll(fds, nfds, 0);
 	if (r != 0)
 		return r;
-	w = wait_fd(fds[0].fd, fds[0].events & POLLOUT ? WAIT_WRITE : WAIT_READ, timeout < 0 ? -1.0 : timeout / 1000.0);
-	if (w == NOT_HOOKED && !EG(exception))
-		return real_poll(fds, 1, timeout);
-	if (w != READY) {
-		fds[0].revents = 0;
-		return 0; /* timed out, or cancelled: the exception surfaces once PHP runs again */
+	w = wait_fds(fds, nfds, timeout < 0 ? -1.0 : timeout / 1000.0);
+	if (EG(exception)) {
+		/* Cancelled: the caller fails at once (a timeout would have curl_exec() poll again
+		 * and again), and the exception surfaces once PHP runs again. */
+		errno = ECANCELED;
+		return -1;
 	}
-	return real_poll(fds, 1, 0);
+	if (w == NOT_HOOKED)
+		return real_poll(fds, nfds, timeout);
+	if (w != READY) {
+		for (nfds_t i = 0; i < nfds; i++)
+			fds[i].revents = 0;
+		return 0;
+	}
+	return real_poll(fds, nfds, 0);
 }
 #pragma GCC diagnostic pop
 
@@ -481,10 +522,24 @@ static zend_result install(void)
 	return hooks.next_post_startup ? hooks.next_post_startup() : SUCCESS;
 }
 
+/* libpq (pgsql, PDO pgsql) and libcurl (curl). */
+static const char *const poll_clients[] = {"libpq.so.5", "libcurl.so.4"};
+
 /* Runs before main(): PHP calls zend_post_startup_cb once its modules have started (OPcache
  * chains it the same way), when the function table and the transports are complete. */
 __attribute__((constructor)) static void pg_async_register(void)
 {
+	const char *n = getenv("PEREGRINE_CONCURRENCY");
+
 	hooks.next_post_startup = zend_post_startup_cb;
 	zend_post_startup_cb = install;
+	/* PHP loads extensions with RTLD_DEEPBIND, so the libraries an extension brings look up
+	 * poll() in their own dependencies first: libc's, not this program's. The C clients that
+	 * wait in poll() are loaded here first, before PHP loads any extension, into the global
+	 * scope, where this program comes first; the extensions then find them loaded. A client
+	 * that is not installed is skipped. */
+	if (n != NULL && atoi(n) > 1) {
+		for (size_t i = 0; i < sizeof(poll_clients) / sizeof(*poll_clients); i++)
+			dlopen(poll_clients[i], RTLD_LAZY | RTLD_GLOBAL);
+	}
 }

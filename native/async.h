@@ -1,7 +1,7 @@
 /* async.h: the native runtime's hooks for concurrent workers (docs/concurrency.md).
  *
  * With PEREGRINE_CONCURRENCY > 1, at PHP's startup, sleep(), usleep() and time_nanosleep(), the
- * socket streams of the tcp and unix transports, and poll() on one fd (TLS, libraries) are
+ * socket streams of the tcp and unix transports, and poll() (TLS, libpq, libcurl) are
  * hooked: inside a fiber that Peregrine\Async's loop runs, a wait suspends that fiber only. Everywhere else they do what
  * PHP's own do. async.c installs itself (a constructor chaining zend_post_startup_cb), so no
  * other file calls it. */
