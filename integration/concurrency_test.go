@@ -121,6 +121,21 @@ func TestConcurrentFatalErrorFailsItsRequestWith500(t *testing.T) {
 	})
 }
 
+// TestConcurrentSessionStartFailsItsRequest: session_start() in a concurrent worker fails its
+// request (500) with an error naming workers.concurrency, rather than share PHP's one session
+// between the requests in flight; the worker serves on.
+func TestConcurrentSessionStartFailsItsRequest(t *testing.T) {
+	onBothRuntimes(t, 8, func(t *testing.T, s *server, _ string) {
+		if r := get(t, s.URL+"/session"); r.Status != 500 {
+			t.Fatalf("session_start(): %d %s, want 500", r.Status, r.Body)
+		}
+		s.log.waitFor(t, `session_start\(\) in a concurrent worker \(workers.concurrency is 8\)`, 10*time.Second)
+		if r := get(t, s.URL+"/sleep?ms=1&tag=after"); r.Status != 200 {
+			t.Fatalf("after: %d %s", r.Status, r.Body)
+		}
+	})
+}
+
 // TestConcurrentEarlyHints: Peregrine\Http\earlyHints() in a concurrent worker sends a 103 to
 // the request whose fiber calls it. Two requests in flight in one worker each send a hint, wait
 // until both have, and send another: each client gets its own two links in 103s, none of the

@@ -15,6 +15,7 @@ use Peregrine\Internal\ProtocolError;
 use Peregrine\Internal\PsrBridge;
 use Peregrine\Internal\RequestDecoder;
 use Peregrine\Internal\ServerParams;
+use Peregrine\Internal\SessionRefusal;
 use Peregrine\Internal\Sessions;
 use Peregrine\Internal\Superglobals;
 use Psr\Http\Message\ResponseInterface;
@@ -305,6 +306,11 @@ final class Worker
     {
         $connection = $this->connection;
         CurrentRequest::$connection = $connection;
+        // PHP's session is the process's: session_start() in a request fails it, rather than
+        // share one $_SESSION between clients (after output PHP refuses to start one anyway).
+        if (\function_exists('session_set_save_handler') && !headers_sent() && session_status() === PHP_SESSION_NONE) {
+            session_set_save_handler(new SessionRefusal($this->concurrency), false);
+        }
         $server = new Async\Internal\Server(fn (string $line) => $this->log($line));
         // The last word of a worker that exits by itself names the request whose fiber was
         // running when a fatal error (or exit()) ended the process: the server answers that one

@@ -101,6 +101,24 @@ final class AsyncServerTest extends TestCase
         self::assertStringContainsString('Allowed memory size', $worker->errors());
     }
 
+    /**
+     * session_start() in a concurrent request fails that request with an error naming
+     * workers.concurrency (PHP's session would be shared by every request in flight); the
+     * others and the worker go on.
+     */
+    public function testSessionStartFailsItsRequest(): void
+    {
+        $worker = new WorkerProcess(__DIR__ . '/fixtures/async-worker.php', ['PEREGRINE_CONCURRENCY' => '8']);
+        $worker->ready();
+        $worker->write(self::request(1, '/?id=1&ms=30') . self::request(2, '/?id=2&ms=0&session=1'));
+        $failed = $worker->readResponse();
+        self::assertSame([2, 500], [$failed['id'], $failed['status']]);
+        $other = $worker->readResponse();
+        self::assertSame([1, 200], [$other['id'], $other['status']]);
+        self::assertSame(0, $worker->wait(), $worker->errors());
+        self::assertStringContainsString('session_start() in a concurrent worker (workers.concurrency is 8)', $worker->errors());
+    }
+
     private static function request(int $id, string $uri): string
     {
         [$path, $query] = array_pad(explode('?', $uri, 2), 2, '');

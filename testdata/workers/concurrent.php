@@ -5,6 +5,7 @@
 //
 //   /sleep?ms=N&tag=T   sleeps N ms (50 by default), answers T and its pid
 //   /fatal?ms=N         sleeps N ms, then a fatal error (memory_limit) in its fiber
+//   /session            session_start(), which a concurrent worker refuses: 500
 //   /hints?tag=T&n=N    early hints Link </T-1.css>, waits until N requests have arrived at
 //                       /hints, early hints Link </T-2.css>, answers T
 //   /finally?ms=N       sleeps N ms in a try; its finally writes "finally ran" to STDERR
@@ -31,6 +32,10 @@ Peregrine\Worker::create()->serve(function (Request $r) use (&$arrived, &$hinted
         while (true) {
             $hog[] = str_repeat('x', 1 << 20);
         }
+    }
+    if ($r->path === '/session') {
+        session_start();
+        return new Response(200, [], 'a session, shared by every request in flight');
     }
     if ($r->path === '/hints') {
         $tag = (string) $r->queryParams['tag'];
