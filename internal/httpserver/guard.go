@@ -58,25 +58,12 @@ func (lim Limits) withDefaults() Limits {
 	return lim
 }
 
-// checkRequest refuses a request that breaks one of the limits or is ambiguous to frame. It
-// returns 0 for a request that may go on, or the status and a message for the client; answer
-// those with refuse, which closes the connection as RFC 9112 asks after a framing error.
-//
-// Ambiguous framing is a request that carried both Content-Length and Transfer-Encoding, or a
-// header folded over several lines (obs-fold): net/http accepts both and normalises them away,
-// so they are seen on the raw bytes by the listener (heads.go). A front proxy that reads the
-// same bytes differently would let a request hide in another's body (request smuggling).
+// checkRequest refuses a request that breaks one of the limits. It returns 0 for a request
+// that may go on, or the status and a message for the client; answer those with refuse, which
+// closes the connection. Ambiguous framing (Content-Length with Transfer-Encoding, a folded
+// header) never gets here: http1 refuses it as it reads the head, and HTTP/2 has none.
 func checkRequest(r *http.Request, lim Limits) (status int, msg string) {
 	lim = lim.withDefaults()
-	switch flags := rawHeadFlags(r); {
-	case flags&headCLTE != 0:
-		return http.StatusBadRequest, "both Content-Length and Transfer-Encoding: the body's length is ambiguous"
-	case flags&headFolded != 0:
-		return http.StatusBadRequest, "a header folded over several lines (obs-fold)"
-	case flags&headTE != 0 && r.ProtoMajor == 1 && r.ProtoMinor == 0:
-		return http.StatusBadRequest, "Transfer-Encoding in an HTTP/1.0 request"
-	}
-
 	count, cookies := 0, 0
 	for name, values := range r.Header {
 		count += len(values)

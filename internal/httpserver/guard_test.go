@@ -2,7 +2,6 @@ package httpserver
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -83,29 +82,23 @@ func TestDropHeadersRemovesProxy(t *testing.T) {
 	}
 }
 
-// guardServer serves with the listener and checks the daemon uses: every request is checked,
-// refused ones get refuse, the others 200 with their body echoed.
+// guardServer serves with the server the daemon uses (http1 in front): every request is
+// checked, refused ones get refuse, the others 200 with their body echoed.
 func guardServer(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := Listen("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if status, msg := checkRequest(r, Limits{}); status != 0 {
+			refuse(w, status, msg)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %s [%s]", r.Method, r.RequestURI, b)
+	}), ServerOptions{ReadHeaderTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if status, msg := checkRequest(r, Limits{}); status != 0 {
-				refuse(w, status, msg)
-				return
-			}
-			b, _ := io.ReadAll(r.Body)
-			fmt.Fprintf(w, "%s %s [%s]", r.Method, r.RequestURI, b)
-		}),
-		ConnContext:       withHeadConn,
-		ReadHeaderTimeout: 10 * time.Second,
-	}
-	go func() { _ = srv.Serve(watchHeads(ln)) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return ln.Addr().String()
+	serve(t, s)
+	return s.Addr().String()
 }
 
 // exchange writes raw to a new connection and returns every response read until the server
@@ -168,7 +161,7 @@ func TestSmugglingIsRefusedAndClosed(t *testing.T) {
 	}
 }
 
-func TestHeadScannerFollowsBodiesOnKeepAlive(t *testing.T) {
+func TestBodiesAreFollowedOnKeepAlive(t *testing.T) {
 	addr := guardServer(t)
 	// A chunked body containing what looks like a bad head, a Content-Length body, a pipelined
 	// GET: all three served, none refused.
@@ -187,37 +180,5 @@ func TestHeadScannerFollowsBodiesOnKeepAlive(t *testing.T) {
 	want := []string{"200 POST /a", "200 POST /b", "200 GET /c"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("got %q, want %q", got, want)
-	}
-}
-
-func TestHeadScannerStepsAsideForTLSAndHTTP2(t *testing.T) {
-	for _, first := range []string{"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\nX: a\r\n b\r\n\r\n", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n X: a\r\n b\r\n\r\n"} {
-		var s headScanner
-		var heads []head
-		s.feed([]byte(first), func(h head) { heads = append(heads, h) })
-		if s.state != scanOff || len(heads) != 0 {
-			t.Errorf("%q: state %d, heads %v; want the scanner off", first, s.state, heads)
-		}
-	}
-}
-
-func TestHeadScannerByteByByte(t *testing.T) {
-	raw := "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n0\r\nTrailer: t\r\n\r\n" +
-		"GET /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
-	var s headScanner
-	var heads []head
-	for i := 0; i < len(raw); i++ {
-		s.feed([]byte{raw[i]}, func(h head) { heads = append(heads, h) })
-	}
-	want := []head{{"POST", "/a", headTE}, {"GET", "/b", headTE | headCLTE}}
-	if fmt.Sprint(heads) != fmt.Sprint(want) {
-		t.Errorf("heads %v, want %v", heads, want)
-	}
-}
-
-func TestRawHeadFlagsWithoutAWatchedConnection(t *testing.T) {
-	r := httptest.NewRequest("GET", "/", nil).WithContext(context.Background())
-	if f := rawHeadFlags(r); f != 0 {
-		t.Errorf("flags %d without a headConn", f)
 	}
 }

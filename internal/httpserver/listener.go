@@ -95,3 +95,12 @@ func (c *capConn) Close() error {
 	c.once.Do(c.release)
 	return err
 }
+
+// CloseWrite ends the sending side, so that a client still sending can read the answer before
+// the connection closes (http1's closeWriteAndWait).
+func (c *capConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}

@@ -1,15 +1,20 @@
 package httpserver
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/peregrinephp/peregrine/internal/http1"
 )
 
 // ServerOptions configure the public listener.
@@ -32,7 +37,9 @@ const MaxConcurrentStreams = 128
 
 // Server is the public HTTP listener, and with TLS the redirect listener beside it.
 type Server struct {
-	srv *http.Server
+	srv *http.Server  // HTTP/2, on the connections h1 hands it
+	h1  *http1.Server // HTTP/1, on every connection first
+	h2  *handoff      // the connections h1 found to speak HTTP/2, for srv
 	ln  net.Listener
 	log *slog.Logger
 
@@ -49,7 +56,7 @@ func Listen(addr string, h http.Handler, opts ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s (http.address): %w", addr, err)
 	}
-	ln = watchHeads(limitListener(ln, opts.MaxConnections)) // listener.go, heads.go
+	ln = limitListener(ln, opts.MaxConnections) // listener.go
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -59,7 +66,7 @@ func Listen(addr string, h http.Handler, opts ServerOptions) (*Server, error) {
 		ReadHeaderTimeout: opts.ReadHeaderTimeout,
 		IdleTimeout:       opts.IdleTimeout,
 		MaxHeaderBytes:    1 << 20,
-		ConnContext:       connContext,
+		ConnContext:       ConnContext,
 		ErrorLog:          errorLog(log),
 		Protocols:         new(http.Protocols),
 		// nginx's http2_max_concurrent_streams; more are refused (REFUSED_STREAM), and
@@ -67,10 +74,22 @@ func Listen(addr string, h http.Handler, opts ServerOptions) (*Server, error) {
 		// one HTTP/2 connection that reads nothing holds.
 		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: MaxConcurrentStreams},
 	}
-	s := &Server{srv: srv, ln: ln, log: log}
+	// HTTP/1 is served by http1, which hands the connections that speak HTTP/2 to net/http:
+	// over TLS those that chose h2 by ALPN, in cleartext those that open with the preface (h2c
+	// with prior knowledge; no Upgrade: h2c).
+	s := &Server{srv: srv, ln: ln, log: log, h2: newHandoff(ln.Addr())}
+	s.h1 = &http1.Server{
+		Handler:           h,
+		ReadHeaderTimeout: opts.ReadHeaderTimeout,
+		IdleTimeout:       opts.IdleTimeout,
+		MaxHeaderBytes:    srv.MaxHeaderBytes,
+		ConnContext:       ConnContext,
+		HandOff:           s.h2.hand,
+		Logger:            log,
+	}
 	srv.Protocols.SetHTTP1(true)
 	if opts.TLS == nil {
-		srv.Protocols.SetUnencryptedHTTP2(true) // h2c with prior knowledge; no Upgrade: h2c
+		srv.Protocols.SetUnencryptedHTTP2(true)
 		return s, nil
 	}
 	srv.Protocols.SetHTTP2(true)
@@ -79,6 +98,13 @@ func Listen(addr string, h http.Handler, opts ServerOptions) (*Server, error) {
 		_ = ln.Close()
 		return nil, err
 	}
+	// net/http serves h2 on the connections handed to it only when its config offers h2.
+	for _, p := range []string{"h2", "http/1.1"} {
+		if !slices.Contains(srv.TLSConfig.NextProtos, p) {
+			srv.TLSConfig.NextProtos = append(srv.TLSConfig.NextProtos, p)
+		}
+	}
+	s.ln = tls.NewListener(ln, srv.TLSConfig)
 	return s, nil
 }
 
@@ -154,13 +180,8 @@ func (s *Server) Serve() error {
 			return err
 		}
 	}
-	var err error
-	if s.tls {
-		err = s.srv.ServeTLS(s.ln, "", "")
-	} else {
-		err = s.srv.Serve(s.ln)
-	}
-	if !errors.Is(err, http.ErrServerClosed) {
+	go func() { _ = s.srv.Serve(s.h2) }() // ends with Shutdown, as the handoff closes
+	if err := s.h1.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
@@ -173,9 +194,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		_ = s.redirect.Close() // redirects are answered at once: nothing to wait for
 		_ = s.redirectLn.Close()
 	}
-	err := s.srv.Shutdown(ctx)
+	err := s.h1.Shutdown(ctx)
 	if err != nil {
+		s.h1.Close()
+	}
+	_ = s.h2.Close()
+	if err2 := s.srv.Shutdown(ctx); err2 != nil {
 		_ = s.srv.Close()
+		err = cmp.Or(err, err2)
 	}
 	_ = s.ln.Close() // in case Serve never ran
 	if s.acme != nil {
