@@ -335,8 +335,13 @@ func (w *response) ReadFrom(src io.Reader) (int64, error) {
 		w.err = err
 		return 0, err
 	}
-	if w.contentLength >= 0 {
-		src = io.LimitReader(src, w.contentLength-w.written)
+	// Never more than the declared length. The socket sends a file by sendfile only when it
+	// sees the *os.File under at most one *io.LimitedReader (io.CopyN's), so one that bounds
+	// it well enough already is not wrapped again.
+	if left := w.contentLength - w.written; w.contentLength >= 0 {
+		if lr, ok := src.(*io.LimitedReader); !ok || lr.N > left {
+			src = io.LimitReader(src, left)
+		}
 	}
 	n, err := rf.ReadFrom(src)
 	w.written += n

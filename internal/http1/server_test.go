@@ -2,15 +2,19 @@ package http1
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -443,5 +447,63 @@ func TestPrefaceIsHandedOver(t *testing.T) {
 	}
 	if s := <-got; s != "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n<nil>" {
 		t.Errorf("handed over: %q", s)
+	}
+}
+
+// fileConn records whether the files it is given by ReadFrom could go out by sendfile: an
+// *os.File under at most one *io.LimitedReader, as the TCP socket's ReadFrom wants them.
+type fileConn struct {
+	net.Conn
+	sendfile *atomic.Bool
+}
+
+func (c fileConn) ReadFrom(r io.Reader) (int64, error) {
+	src := r
+	if lr, ok := src.(*io.LimitedReader); ok {
+		src = lr.R
+	}
+	if _, ok := src.(*os.File); ok {
+		c.sendfile.Store(true)
+	}
+	return io.Copy(c.Conn, r)
+}
+
+type fileListener struct {
+	net.Listener
+	sendfile *atomic.Bool
+}
+
+func (l fileListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	return fileConn{c, l.sendfile}, err
+}
+
+// TestFilesGoOutBySendfile: http.ServeContent's file reaches the socket's ReadFrom as a file.
+func TestFilesGoOutBySendfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("f"), 100<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sendfile atomic.Bool
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, err := os.Open(path)
+		if err != nil {
+			panic(err)
+		}
+		defer f.Close()
+		http.ServeContent(w, r, "f", time.Time{}, f)
+	})}
+	go func() { _ = s.Serve(fileListener{ln, &sendfile}) }()
+	t.Cleanup(s.Close)
+	got := exchange(t, ln.Addr().String(), "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+	if !strings.Contains(got, "Content-Length: 102400\r\n") || !strings.HasSuffix(got, strings.Repeat("f", 100<<10)) {
+		t.Fatalf("answer: %.300s", got)
+	}
+	if !sendfile.Load() {
+		t.Error("the file did not reach the socket as a file: no sendfile")
 	}
 }
