@@ -71,6 +71,40 @@ final class AsyncTest extends TestCase
         self::assertCount(200, $values);
     }
 
+    public function testAFiberWhoseWorkEndedRunsTheNextWork(): void
+    {
+        $fiber = static fn (): int => spl_object_id(\Fiber::getCurrent());
+        $first = await(async($fiber));
+        self::assertSame($first, await(async($fiber)), 'the second work ran in a new fiber');
+
+        // A late cancel of the first work's Future leaves the fiber's next work alone.
+        $done = async(static fn (): int => 1);
+        self::assertSame(1, await($done));
+        $next = async(static function (): string {
+            delay(0.005);
+
+            return 'not cancelled';
+        });
+        $done->cancel();
+        self::assertSame('not cancelled', await($next));
+    }
+
+    public function testIdleFibersAreBounded(): void
+    {
+        $ids = [];
+        $work = static function () use (&$ids): void {
+            delay(0.001);
+            $ids[spl_object_id(\Fiber::getCurrent())] = true;
+        };
+        awaitAll(array_map(static fn (): Future => async($work), range(1, 200)));
+        $ids = [];
+        awaitAll(array_map(static fn (): Future => async($work), range(1, 200)));
+        // 64 of the first 200 fibers were kept; the other 136 were new.
+        $idle = (new \ReflectionProperty(Loop::class, 'idle'))->getValue(Loop::get());
+        self::assertLessThanOrEqual(64, \count($idle));
+        self::assertCount(200, $ids);
+    }
+
     public function testAwaitInsideAFiberWaitsForAnotherFiber(): void
     {
         $outer = async(static function (): string {

@@ -17,6 +17,9 @@ final class Task
     public ?Suspension $waiting = null;
     public ?CancelledException $cancelled = null;
 
+    /** @var array{\Closure(): mixed, \Peregrine\Async\Future}|null the work and its Future, until a fiber takes them */
+    public ?array $job = null;
+
     /**
      * @param string $label   what the warnings name: the request's path
      * @param int    $request the id of the request the fiber works for (its own, or the one that
