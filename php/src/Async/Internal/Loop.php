@@ -48,11 +48,12 @@ final class Loop
     private \WeakMap $tasks;
 
     /**
-     * Fibers kept for spawn() once their work ended, at most this many. A new fiber's stack costs
-     * an mmap, an mprotect and a munmap, and its pages fault in again: a third of the worker's
-     * CPU for a request that only waits.
+     * Fibers kept for spawn() once their work ended, at most this many (as many as a worker of
+     * concurrency 256 runs at once). A new fiber's stack costs an mmap, an mprotect and a
+     * munmap, and its pages fault in again: a third of the worker's CPU for a request that only
+     * waits.
      */
-    private const IDLE_FIBERS = 64;
+    private const IDLE_FIBERS = 256;
 
     /** @var list<\Fiber> fibers whose work ended, suspended until spawn() gives them more */
     private array $idle = [];
