@@ -103,6 +103,12 @@ func (r *Root) Resolve(urlPath string) Target {
 		return r.script(name, uri[i:])
 	}
 	// location / { try_files $uri $uri/ ... }
+	if !strings.HasSuffix(uri, "/") && r.files.fresh(r.file(uri)) { // a file served a moment ago
+		if phpSource(uri) {
+			return Target{Kind: NotFound, URI: uri}
+		}
+		return Target{Kind: Static, File: r.file(uri), URI: uri}
+	}
 	fi := r.stat(uri)
 	switch {
 	case fi != nil && fi.Mode().IsRegular() && !strings.HasSuffix(uri, "/"):

@@ -47,9 +47,11 @@ import (
 	"time"
 )
 
-// Root is a document root. It is safe for concurrent use. It holds no open files, and caches
-// nothing but which precompressed siblings exist, for a second (siblingTTL): other changes to
-// the tree are seen at once, a sibling added or removed within a second.
+// Root is a document root. It is safe for concurrent use. It keeps the files it served open for
+// a second (the open-file cache, files.go), and remembers which precompressed siblings exist
+// for a second (siblingTTL): a file changed, replaced or deleted is served as it was for at
+// most a second, a sibling added or removed is seen within a second, and other changes to the
+// tree (a file added, a directory) are seen at once.
 type Root struct {
 	dir       string   // absolute, cleaned, without a trailing slash (except "/")
 	index     string   // the front controller's URI, e.g. "/index.php"
@@ -57,6 +59,7 @@ type Root struct {
 	encodings []string // precompressed siblings looked for, in the server's order of preference
 
 	siblingTTL time.Duration // how long a sibling lookup is trusted; 0 looks every time
+	files      *fileCache    // the files served, open (files.go)
 
 	mu       sync.Mutex
 	siblings map[string]siblingEntry // by file path; guarded by mu; at most maxSiblingEntries
@@ -98,7 +101,7 @@ func New(dir string, opts Options) (*Root, error) {
 		index = "index.php"
 	}
 	index = path.Clean("/" + index)
-	r := &Root{dir: abs, index: index, siblingTTL: time.Second, siblings: map[string]siblingEntry{}}
+	r := &Root{dir: abs, index: index, siblingTTL: time.Second, files: newFileCache(time.Second), siblings: map[string]siblingEntry{}}
 	r.dirIndex = []string{path.Base(index)}
 	if r.dirIndex[0] != "index.html" {
 		r.dirIndex = append(r.dirIndex, "index.html")
@@ -132,8 +135,12 @@ func (r *Root) stat(uri string) os.FileInfo {
 	return fi
 }
 
-// isRegular reports whether uri names a regular file (after symbolic links).
+// isRegular reports whether uri names a regular file (after symbolic links): one the open-file
+// cache trusts, or else by a stat.
 func (r *Root) isRegular(uri string) bool {
+	if r.files.fresh(r.file(uri)) {
+		return true
+	}
 	fi := r.stat(uri)
 	return fi != nil && fi.Mode().IsRegular()
 }

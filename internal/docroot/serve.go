@@ -2,11 +2,13 @@ package docroot
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/peregrinephp/peregrine/internal/compress"
@@ -68,7 +70,7 @@ func (r *Root) ServeFile(w http.ResponseWriter, req *http.Request, file string, 
 	if ctype == "" {
 		ctype = contentType(file)
 	}
-	r.sendFile(w, req, file, ctype, allowSibling)
+	r.sendFile(w, req, file, ctype, allowSibling, false)
 }
 
 func (r *Root) serveFile(w http.ResponseWriter, req *http.Request, t Target) {
@@ -77,14 +79,15 @@ func (r *Root) serveFile(w http.ResponseWriter, req *http.Request, t Target) {
 		http.Error(w, "405 method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	r.sendFile(w, req, t.File, contentType(t.File), nil)
+	r.sendFile(w, req, t.File, contentType(t.File), nil, true)
 }
 
 // sendFile sends file, or a precompressed sibling that allowSibling (nil: any) approves, as of
-// type ctype.
-func (r *Root) sendFile(w http.ResponseWriter, req *http.Request, file, ctype string, allowSibling func(string) bool) {
+// type ctype. cached takes the files from the open-file cache (Static targets); ServeFile's
+// files are opened for the request alone, since its caller checks their path each time.
+func (r *Root) sendFile(w http.ResponseWriter, req *http.Request, file, ctype string, allowSibling func(string) bool, cached bool) {
 	h := w.Header()
-	var f *os.File
+	var fh *fileHandle
 	if r != nil && len(r.encodings) > 0 && compress.Compressible(ctype) {
 		var have [3]string
 		n := 0
@@ -98,30 +101,95 @@ func (r *Root) sendFile(w http.ResponseWriter, req *http.Request, file, ctype st
 		if n > 0 {
 			compress.AddVary(h, "Accept-Encoding")
 			if coding := compress.Negotiate(req.Header.Get("Accept-Encoding"), have[:n]); coding != "" {
-				if sf, err := os.Open(file + siblingExt[coding]); err == nil {
-					f = sf
+				if sf, err := r.open(file+siblingExt[coding], cached); err == nil {
+					fh = sf
 					h.Set("Content-Encoding", coding)
 				}
 			}
 		}
 	}
-	if f == nil {
+	if fh == nil {
 		var err error
-		if f, err = os.Open(file); err != nil {
+		if fh, err = r.open(file, cached); err != nil {
 			fileError(w, err)
 			return
 		}
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		h.Del("Content-Encoding")
-		fileError(w, err)
+	defer r.release(fh)
+	e := fh.e
+	h.Set("Content-Type", ctype)
+	h.Set("ETag", e.etag)
+	if conditional(req) {
+		if strings.IndexByte(req.Header.Get("Range"), ',') >= 0 {
+			// Several ranges: net/http reads them in a goroutine that may outlive this call,
+			// so the descriptor never goes back to the cache.
+			fh.temp = true
+		}
+		http.ServeContent(w, req, "", e.modTime, fh)
 		return
 	}
-	h.Set("Content-Type", ctype)
-	h.Set("ETag", etag(fi))
-	http.ServeContent(w, req, "", fi.ModTime(), f)
+	// What http.ServeContent answers to a request without validators or Range, with the
+	// header values made once per file.
+	if e.lastModified != "" {
+		h.Set("Last-Modified", e.lastModified)
+	}
+	h.Set("Accept-Ranges", "bytes")
+	if h.Get("Content-Encoding") == "" {
+		h.Set("Content-Length", e.length)
+	}
+	w.WriteHeader(http.StatusOK)
+	if req.Method != http.MethodHead {
+		_, _ = io.CopyN(w, fh, e.size)
+	}
+}
+
+// conditional reports whether req carries a header that http.ServeContent answers: a
+// validator or a Range.
+func conditional(req *http.Request) bool {
+	h := req.Header
+	return h.Get("If-None-Match") != "" || h.Get("If-Modified-Since") != "" || h.Get("Range") != "" ||
+		h.Get("If-Match") != "" || h.Get("If-Unmodified-Since") != ""
+}
+
+// open returns a handle on the regular file at file: from the open-file cache when cached,
+// else one of its own that release closes. A nil Root opens files of their own.
+func (r *Root) open(file string, cached bool) (*fileHandle, error) {
+	if cached && r != nil {
+		return r.files.acquire(file)
+	}
+	f, fi, err := openRegular(file)
+	if err != nil {
+		return nil, err
+	}
+	id, _ := idOf(fi)
+	return &fileHandle{f: f, e: newCachedFile(file, fi, id, time.Time{}), kernel: true, temp: true}, nil
+}
+
+// release ends the use of a handle from open.
+func (r *Root) release(fh *fileHandle) {
+	if fh.temp {
+		fh.f.Close()
+		return
+	}
+	r.files.release(fh)
+}
+
+// openRegular opens the regular file at path; the error is os.Open's, f.Stat's, or
+// errNotRegular.
+func openRegular(path string) (*os.File, os.FileInfo, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = errNotRegular
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
 }
 
 // maxSiblingEntries bounds the sibling cache; past it the cache starts again empty.

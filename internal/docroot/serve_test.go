@@ -204,7 +204,7 @@ func TestServeUnreadable(t *testing.T) {
 }
 
 // BenchmarkServeStatic measures what the server spends on a static file besides the network:
-// routing, the sibling lookups, open, fstat and the headers.
+// routing, the sibling lookups, the open-file cache and the headers.
 func BenchmarkServeStatic(b *testing.B) {
 	dir := tree(b)
 	r, _ := New(dir, Options{Encodings: []string{"zstd", "br", "gzip"}})
