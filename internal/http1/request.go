@@ -23,8 +23,10 @@ var errHeadTooLarge = &statusError{http.StatusRequestHeaderFieldsTooLarge, ""}
 
 // headReader reads the lines of one request head within a budget of bytes.
 type headReader struct {
-	left int
-	long []byte // a line longer than the read buffer, gathered
+	left  int
+	long  []byte      // a line longer than the read buffer, gathered
+	raw   []byte      // the header values of the head being read, one after the other
+	lines []fieldLine // the header fields of the head being read
 }
 
 // line returns the next line without its end (LF or CRLF); it is valid until the next read.
@@ -77,19 +79,10 @@ func (c *conn) readRequest(r *http.Request) (*body, error) {
 	if err := parseRequestLine(r, string(line)); err != nil {
 		return nil, err
 	}
-	r.Header = make(http.Header, 8)
-	for {
-		line, err := h.line(c.br)
-		if err != nil {
-			return nil, err
-		}
-		if len(line) == 0 {
-			break
-		}
-		if err := addHeader(r.Header, line); err != nil {
-			return nil, err
-		}
+	if err := h.fields(c.br); err != nil {
+		return nil, err
 	}
+	r.Header = h.header()
 	r.RemoteAddr, r.TLS = c.remote, c.tls
 	return c.frame(r)
 }
@@ -138,19 +131,69 @@ func parseRequestLine(r *http.Request, line string) error {
 	return nil
 }
 
-// addHeader adds one header line to hdr.
-func addHeader(hdr http.Header, line []byte) error {
+// fields reads the header lines of a head up to the empty line that ends it, into h.raw and
+// h.lines.
+func (h *headReader) fields(br *bufio.Reader) error {
+	h.raw, h.lines = h.raw[:0], h.lines[:0]
+	for {
+		line, err := h.line(br)
+		if err != nil {
+			return err
+		}
+		if len(line) == 0 {
+			return nil
+		}
+		key, v, err := splitField(line)
+		if err != nil {
+			return err
+		}
+		h.raw = append(h.raw, v...)
+		h.lines = append(h.lines, fieldLine{key, len(h.raw) - len(v), len(h.raw)})
+	}
+}
+
+// header returns the fields read as a Header. Its values are slices of one string, and its
+// value lists of one array, as net/http allocates them: three allocations for any head.
+func (h *headReader) header() http.Header {
+	all := string(h.raw)
+	values := make([]string, len(h.lines))
+	hdr := make(http.Header, len(h.lines))
+	for i, l := range h.lines {
+		values[i] = all[l.start:l.end]
+		if vs, ok := hdr[l.key]; ok {
+			hdr[l.key] = append(vs, values[i])
+		} else {
+			hdr[l.key] = values[i : i+1 : i+1]
+		}
+	}
+	if cap(h.raw) > maxKeptScratch || cap(h.lines) > maxKeptScratch/16 || cap(h.long) > maxKeptScratch {
+		h.raw, h.lines, h.long = nil, nil, nil // a huge head's scratch is not kept for the connection's life
+	}
+	return hdr
+}
+
+// maxKeptScratch bounds the header scratch a connection keeps between requests.
+const maxKeptScratch = 16 << 10
+
+// fieldLine is one header field of a head: its name, and where its value is in headReader.raw.
+type fieldLine struct {
+	key        string
+	start, end int
+}
+
+// splitField splits a header line into its canonical name and its value, checked.
+func splitField(line []byte) (string, []byte, error) {
 	if line[0] == ' ' || line[0] == '\t' {
 		// net/http would join it to the line before; a proxy in front may not (smuggling).
-		return badRequest("a header folded over several lines (obs-fold)")
+		return "", nil, badRequest("a header folded over several lines (obs-fold)")
 	}
 	i := bytesIndexColon(line)
 	if i <= 0 {
-		return badRequest("malformed header line")
+		return "", nil, badRequest("malformed header line")
 	}
 	key, ok := canonicalKey(line[:i])
 	if !ok {
-		return badRequest("invalid header name")
+		return "", nil, badRequest("invalid header name")
 	}
 	v := line[i+1:]
 	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
@@ -161,11 +204,10 @@ func addHeader(hdr http.Header, line []byte) error {
 	}
 	for _, ch := range v {
 		if ch < ' ' && ch != '\t' || ch == 0x7f {
-			return badRequest("invalid header value")
+			return "", nil, badRequest("invalid header value")
 		}
 	}
-	hdr[key] = append(hdr[key], string(v))
-	return nil
+	return key, v, nil
 }
 
 func bytesIndexColon(b []byte) int {

@@ -133,6 +133,9 @@ func (w *response) Write(p []byte) (int, error) {
 }
 
 func (w *response) WriteString(s string) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
 	if !w.committed && w.wroteHeader && w.err == nil && !w.handlerDone && w.contentLength < 0 &&
 		bodyAllowed(w.status) && len(w.c.pending)+len(s) <= pendingSize {
 		w.c.pending = append(w.c.pending, s...)
@@ -179,7 +182,7 @@ func (w *response) commit(final bool, next []byte) error {
 	code := w.status
 	pending := w.c.pending
 	isHEAD := w.req.Method == http.MethodHead
-	var extra [5]string // headers this writer adds, "Name: value"
+	var extra [5]field // headers this writer adds
 	n := 0
 
 	if w.body != nil && w.body.needContinue && !w.body.sentContinue {
@@ -201,7 +204,7 @@ func (w *response) commit(final bool, next []byte) error {
 		w.contentLength = -1
 	case final && w.contentLength < 0 && te == "" && (!isHEAD || len(pending) > 0):
 		w.contentLength = int64(len(pending))
-		extra[n] = "Content-Length: " + strconv.Itoa(len(pending))
+		extra[n] = field{"Content-Length", strconv.Itoa(len(pending))}
 		n++
 	}
 	sniff := pending
@@ -209,11 +212,11 @@ func (w *response) commit(final bool, next []byte) error {
 		sniff = next
 	}
 	if _, ok := h["Content-Type"]; !ok && bodyAllowed(code) && len(sniff) > 0 && te == "" && h.Get("Content-Encoding") == "" {
-		extra[n] = "Content-Type: " + http.DetectContentType(sniff)
+		extra[n] = field{"Content-Type", http.DetectContentType(sniff)}
 		n++
 	}
 	if _, ok := h["Date"]; !ok {
-		extra[n] = "Date: " + httpDate()
+		extra[n] = field{"Date", httpDate()}
 		n++
 	}
 	if bodyAllowed(code) && !isHEAD && w.contentLength < 0 {
@@ -224,7 +227,7 @@ func (w *response) commit(final bool, next []byte) error {
 		default:
 			w.chunked = true
 			delete(h, "Transfer-Encoding")
-			extra[n] = "Transfer-Encoding: chunked"
+			extra[n] = field{"Transfer-Encoding", "chunked"}
 			n++
 		}
 	}
@@ -234,10 +237,10 @@ func (w *response) commit(final bool, next []byte) error {
 	switch {
 	case w.closeAfter && !hasToken(h["Connection"], "close"):
 		delete(h, "Connection")
-		extra[n] = "Connection: close"
+		extra[n] = field{"Connection", "close"}
 		n++
 	case !w.closeAfter && w.req.ProtoMinor == 0:
-		extra[n] = "Connection: keep-alive"
+		extra[n] = field{"Connection", "keep-alive"}
 		n++
 	}
 
@@ -257,13 +260,16 @@ func (w *response) commit(final bool, next []byte) error {
 	return nil
 }
 
+// field is a header line this writer adds.
+type field struct{ name, value string }
+
 // headerKeys is the scratch list that writeHeaders sorts.
 var headerKeys = sync.Pool{New: func() any { s := make([]string, 0, 16); return &s }}
 
 // writeHeaders writes h in key order (as net/http does), then extra. Names that are not tokens
 // are left out and a line break in a value becomes a space, so that no header can add a line
 // of its own. informational leaves out what describes a body.
-func writeHeaders(bw interface{ WriteString(string) (int, error) }, h http.Header, extra []string, informational bool) {
+func writeHeaders(bw interface{ WriteString(string) (int, error) }, h http.Header, extra []field, informational bool) {
 	kp := headerKeys.Get().(*[]string)
 	keys := (*kp)[:0]
 	for k := range h {
@@ -284,7 +290,9 @@ func writeHeaders(bw interface{ WriteString(string) (int, error) }, h http.Heade
 	*kp = keys[:0]
 	headerKeys.Put(kp)
 	for _, e := range extra {
-		_, _ = bw.WriteString(e)
+		_, _ = bw.WriteString(e.name)
+		_, _ = bw.WriteString(": ")
+		_, _ = bw.WriteString(e.value)
 		_, _ = bw.WriteString("\r\n")
 	}
 }
