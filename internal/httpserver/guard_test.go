@@ -2,6 +2,8 @@ package httpserver
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -82,10 +84,18 @@ func TestDropHeadersRemovesProxy(t *testing.T) {
 	}
 }
 
-// guardServer serves with the server the daemon uses (http1 in front): every request is
-// checked, refused ones get refuse, the others 200 with their body echoed.
-func guardServer(t *testing.T) string {
+// guardServer serves with the server the daemon uses (http1 in front), over TLS when tlsOn:
+// every request is checked, refused ones get refuse, the others 200 with their body echoed. It
+// returns how to connect to it.
+func guardServer(t *testing.T, tlsOn bool) (dial func() (net.Conn, error)) {
 	t.Helper()
+	opts := ServerOptions{ReadHeaderTimeout: 10 * time.Second}
+	var roots *x509.CertPool
+	if tlsOn {
+		var certFile, keyFile string
+		roots, certFile, keyFile = testCertificate(t, t.TempDir())
+		opts.TLS = &TLSOptions{CertFile: certFile, KeyFile: keyFile}
+	}
 	s, err := Listen("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if status, msg := checkRequest(r, Limits{}); status != 0 {
 			refuse(w, status, msg)
@@ -93,19 +103,25 @@ func guardServer(t *testing.T) string {
 		}
 		b, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "%s %s [%s]", r.Method, r.RequestURI, b)
-	}), ServerOptions{ReadHeaderTimeout: 10 * time.Second})
+	}), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	serve(t, s)
-	return s.Addr().String()
+	addr := s.Addr().String()
+	if !tlsOn {
+		return func() (net.Conn, error) { return net.Dial("tcp", addr) }
+	}
+	return func() (net.Conn, error) {
+		return tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, NextProtos: []string{"http/1.1"}})
+	}
 }
 
 // exchange writes raw to a new connection and returns every response read until the server
 // closes it or nothing more comes.
-func exchange(t *testing.T, addr, raw string) (responses []*http.Response, closed bool) {
+func exchange(t *testing.T, dial func() (net.Conn, error), raw string) (responses []*http.Response, closed bool) {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
+	c, err := dial()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,8 +147,9 @@ func exchange(t *testing.T, addr, raw string) (responses []*http.Response, close
 	}
 }
 
+// TestSmugglingIsRefusedAndClosed, on cleartext and TLS connections alike.
 func TestSmugglingIsRefusedAndClosed(t *testing.T) {
-	addr := guardServer(t)
+	dials := map[string]func() (net.Conn, error){"cleartext": guardServer(t, false), "tls": guardServer(t, true)}
 	smuggled := "GET /hidden HTTP/1.1\r\nHost: x\r\n\r\n"
 	tests := []struct {
 		name string
@@ -146,23 +163,25 @@ func TestSmugglingIsRefusedAndClosed(t *testing.T) {
 		{"Transfer-Encoding in HTTP/1.0", "POST / HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n" + smuggled},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			responses, closed := exchange(t, addr, tt.raw)
-			if len(responses) != 1 {
-				t.Fatalf("%d responses, want exactly one 400 (a second means a smuggled request was served)", len(responses))
-			}
-			if responses[0].StatusCode != http.StatusBadRequest {
-				t.Errorf("status %d, want 400", responses[0].StatusCode)
-			}
-			if !closed {
-				t.Error("the connection stayed open after a framing error")
-			}
-		})
+		for proto, dial := range dials {
+			t.Run(proto+"/"+tt.name, func(t *testing.T) {
+				responses, closed := exchange(t, dial, tt.raw)
+				if len(responses) != 1 {
+					t.Fatalf("%d responses, want exactly one 400 (a second means a smuggled request was served)", len(responses))
+				}
+				if responses[0].StatusCode != http.StatusBadRequest {
+					t.Errorf("status %d, want 400", responses[0].StatusCode)
+				}
+				if !closed {
+					t.Error("the connection stayed open after a framing error")
+				}
+			})
+		}
 	}
 }
 
 func TestBodiesAreFollowedOnKeepAlive(t *testing.T) {
-	addr := guardServer(t)
+	dial := guardServer(t, false)
 	// A chunked body containing what looks like a bad head, a Content-Length body, a pipelined
 	// GET: all three served, none refused.
 	chunk := "X: a\r\n b\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -171,7 +190,7 @@ func TestBodiesAreFollowedOnKeepAlive(t *testing.T) {
 		fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(chunk), chunk) +
 		fmt.Sprintf("POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body) +
 		"GET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-	responses, _ := exchange(t, addr, raw)
+	responses, _ := exchange(t, dial, raw)
 	var got []string
 	for _, r := range responses {
 		b, _ := io.ReadAll(r.Body)
