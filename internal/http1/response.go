@@ -3,12 +3,14 @@ package http1
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -339,6 +341,11 @@ func (w *response) ReadFrom(src io.Reader) (int64, error) {
 	if w.chunked || w.req.Method == http.MethodHead || !bodyAllowed(w.status) || !ok {
 		return io.Copy(writerOnly{w}, src)
 	}
+	// The head waits in the socket (TCP_CORK) for the file, as nginx's tcp_nopush holds it:
+	// both leave in full segments, sent by this call rather than by the client's reads.
+	if raw := corked(w.c.rwc); raw != nil {
+		defer setCork(raw, 0)
+	}
 	if err := w.c.bw.Flush(); err != nil {
 		w.err = err
 		return 0, err
@@ -360,6 +367,31 @@ func (w *response) ReadFrom(src io.Reader) (int64, error) {
 }
 
 type writerOnly struct{ io.Writer }
+
+// corked sets TCP_CORK on c's socket and returns the socket, for setCork(raw, 0) after the
+// file; nil when c has no socket or the option cannot be set (not TCP). Clearing it sends what
+// waits.
+func corked(c net.Conn) syscall.RawConn {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil || setCork(raw, 1) != nil {
+		return nil
+	}
+	return raw
+}
+
+func setCork(raw syscall.RawConn, v int) error {
+	var err error
+	if cerr := raw.Control(func(fd uintptr) {
+		err = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CORK, v)
+	}); cerr != nil {
+		return cerr
+	}
+	return err
+}
 
 // SetReadDeadline is for http.ResponseController: it bounds the reads of the request body.
 func (w *response) SetReadDeadline(t time.Time) error { return w.c.rwc.SetReadDeadline(t) }

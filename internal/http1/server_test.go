@@ -2,7 +2,6 @@ package http1
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -480,29 +478,12 @@ func (l fileListener) Accept() (net.Conn, error) {
 
 // TestFilesGoOutBySendfile: http.ServeContent's file reaches the socket's ReadFrom as a file.
 func TestFilesGoOutBySendfile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(path, bytes.Repeat([]byte("f"), 100<<10), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var sendfile atomic.Bool
-	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f, err := os.Open(path)
-		if err != nil {
-			panic(err)
-		}
-		defer f.Close()
-		http.ServeContent(w, r, "f", time.Time{}, f)
-	})}
-	go func() { _ = s.Serve(fileListener{ln, &sendfile}) }()
-	t.Cleanup(s.Close)
-	got := exchange(t, ln.Addr().String(), "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
-	if !strings.Contains(got, "Content-Length: 102400\r\n") || !strings.HasSuffix(got, strings.Repeat("f", 100<<10)) {
-		t.Fatalf("answer: %.300s", got)
-	}
+	serveFileOnce(t, fileListener{ln, &sendfile}, nil) // cork_test.go
 	if !sendfile.Load() {
 		t.Error("the file did not reach the socket as a file: no sendfile")
 	}

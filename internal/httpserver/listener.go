@@ -1,6 +1,7 @@
 package httpserver
 
 import (
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -95,6 +96,16 @@ func (c *capConn) Close() error {
 	c.once.Do(c.release)
 	return err
 }
+
+// SyscallConn gives the socket under the connection, for http1's TCP_CORK around a file.
+func (c *capConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errNoSocket
+}
+
+var errNoSocket = errors.New("not a socket")
 
 // CloseWrite ends the sending side, so that a client still sending can read the answer before
 // the connection closes (http1's closeWriteAndWait).

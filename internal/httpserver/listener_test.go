@@ -93,3 +93,43 @@ func TestMaxConnections(t *testing.T) {
 		t.Errorf("MaxConnections(0, 4) = %d with RLIMIT_NOFILE %d", got, rl.Cur)
 	}
 }
+
+// TestCapConnGivesTheSocket: a capped connection still offers its socket (syscall.Conn), which
+// http1 sets TCP_CORK on around a file; one without a socket says so.
+func TestCapConnGivesTheSocket(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := limitListener(raw, 1)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		if c, err := net.Dial("tcp", raw.Addr().String()); err == nil {
+			t.Cleanup(func() { _ = c.Close() })
+		}
+	}()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		t.Fatalf("%T is not a syscall.Conn", c)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cerr error
+	if err := rc.Control(func(fd uintptr) {
+		cerr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CORK, 1)
+	}); err != nil || cerr != nil {
+		t.Errorf("TCP_CORK on the capped connection's socket: %v %v", err, cerr)
+	}
+	pipe, other := net.Pipe()
+	t.Cleanup(func() { _ = pipe.Close(); _ = other.Close() })
+	if _, err := (&capConn{Conn: pipe}).SyscallConn(); err == nil {
+		t.Error("a connection without a socket gave one")
+	}
+}
