@@ -50,13 +50,15 @@ const (
 // cachedFile is one file the cache knows. Its fields but idle, checked and dropped are fixed
 // once it is made.
 type cachedFile struct {
-	path         string
-	id           fileID
-	size         int64
-	modTime      time.Time
-	etag         string // nginx's "mtime-size"
-	lastModified string // "" for a zero or epoch time, which net/http does not send
-	length       string // size in decimal, the Content-Length
+	path    string
+	id      fileID
+	size    int64
+	modTime time.Time
+	// Header values, made once: the answers' header maps share them (each of length and
+	// capacity 1, so that an Add copies; nothing may change an element in place).
+	etag         []string // nginx's "mtime-size"
+	lastModified []string // nil for a zero or epoch time, which net/http does not send
+	length       []string // size in decimal, the Content-Length
 
 	checked time.Time  // last compared with the path; guarded by the cache's mu
 	idle    []*os.File // open on the file, offsets anywhere; guarded by mu
@@ -77,6 +79,9 @@ func idOf(fi os.FileInfo) (fileID, bool) {
 	}
 	return fileID{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}, true //nolint:unconvert // Dev is uint32 on some platforms
 }
+
+// acceptRanges is the Accept-Ranges header's value, shared as the entries' values are.
+var acceptRanges = []string{"bytes"}
 
 // errNotRegular is returned by acquire for a path that is not a regular file.
 var errNotRegular = errors.New("not a regular file")
@@ -180,10 +185,10 @@ func (c *fileCache) open(path string, known *cachedFile, now time.Time) (*fileHa
 
 func newCachedFile(path string, fi os.FileInfo, id fileID, now time.Time) *cachedFile {
 	e := &cachedFile{path: path, id: id, size: fi.Size(), modTime: fi.ModTime(), checked: now}
-	e.etag = etag(fi)
-	e.length = strconv.FormatInt(e.size, 10)
+	e.etag = []string{etag(fi)}
+	e.length = []string{strconv.FormatInt(e.size, 10)}
 	if mt := e.modTime; !mt.IsZero() && !mt.Equal(time.Unix(0, 0)) {
-		e.lastModified = mt.UTC().Format(http.TimeFormat)
+		e.lastModified = []string{mt.UTC().Format(http.TimeFormat)}
 	}
 	return e
 }

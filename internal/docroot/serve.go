@@ -117,8 +117,8 @@ func (r *Root) sendFile(w http.ResponseWriter, req *http.Request, file, ctype st
 	}
 	defer r.release(fh)
 	e := fh.e
-	h.Set("Content-Type", ctype)
-	h.Set("ETag", e.etag)
+	h["Content-Type"] = []string{ctype}
+	h["Etag"] = e.etag
 	if conditional(req) {
 		if strings.IndexByte(req.Header.Get("Range"), ',') >= 0 {
 			// Several ranges: net/http reads them in a goroutine that may outlive this call,
@@ -130,12 +130,12 @@ func (r *Root) sendFile(w http.ResponseWriter, req *http.Request, file, ctype st
 	}
 	// What http.ServeContent answers to a request without validators or Range, with the
 	// header values made once per file.
-	if e.lastModified != "" {
-		h.Set("Last-Modified", e.lastModified)
+	if e.lastModified != nil {
+		h["Last-Modified"] = e.lastModified
 	}
-	h.Set("Accept-Ranges", "bytes")
-	if h.Get("Content-Encoding") == "" {
-		h.Set("Content-Length", e.length)
+	h["Accept-Ranges"] = acceptRanges
+	if _, coded := h["Content-Encoding"]; !coded {
+		h["Content-Length"] = e.length
 	}
 	w.WriteHeader(http.StatusOK)
 	if req.Method != http.MethodHead {
