@@ -25,7 +25,8 @@ import (
 //
 // Descriptors: each busy descriptor belongs to one request (sendfile moves the file's offset, so
 // a descriptor is never shared by two answers); idle ones wait in their entry, at most
-// maxIdlePerFile per file and maxIdle in all. Entries past their ttl are dropped by a sweep that
+// maxIdlePerFile per file and maxIdle in all, and are all closed when the process runs out of
+// descriptors. Entries past their ttl are dropped by a sweep that
 // runs every ttl while the cache holds entries, closing their idle descriptors (busy ones close
 // when their request ends): an idle server holds no descriptor two ttl after its last answer,
 // and a deleted file's space is freed as soon.
@@ -34,6 +35,8 @@ import (
 //	                                          \--use: changed, or sweep--> dropped (closed)
 type fileCache struct {
 	ttl time.Duration // 0: every use compares with the path, and nothing stays open
+
+	maxIdle int // idle descriptors kept in all: maxIdle, less under a low RLIMIT_NOFILE
 
 	mu       sync.Mutex
 	entries  map[string]*cachedFile // by path; guarded by mu; at most maxFileEntries
@@ -44,7 +47,7 @@ type fileCache struct {
 const (
 	maxFileEntries = 1024
 	maxIdlePerFile = 32
-	maxIdle        = 256
+	maxIdle        = 256 // in all, and at most a sixteenth of the descriptors the process may open
 )
 
 // cachedFile is one file the cache knows. Its fields but idle, checked and dropped are fixed
@@ -87,7 +90,12 @@ var acceptRanges = []string{"bytes"}
 var errNotRegular = errors.New("not a regular file")
 
 func newFileCache(ttl time.Duration) *fileCache {
-	return &fileCache{ttl: ttl, entries: map[string]*cachedFile{}}
+	c := &fileCache{ttl: ttl, maxIdle: maxIdle, entries: map[string]*cachedFile{}}
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && rl.Cur/16 < maxIdle {
+		c.maxIdle = int(rl.Cur / 16)
+	}
+	return c
 }
 
 // fresh reports whether path is a regular file that the cache knows and trusts now: routing
@@ -153,6 +161,10 @@ func (c *fileCache) takeIdle(e *cachedFile) *os.File {
 // kept when the opened file is the same, replaced otherwise.
 func (c *fileCache) open(path string, known *cachedFile, now time.Time) (*fileHandle, error) {
 	f, fi, err := openRegular(path)
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		c.closeIdle() // out of descriptors: the idle ones go first
+		f, fi, err = openRegular(path)
+	}
 	if err != nil {
 		c.forget(path, known)
 		return nil, err
@@ -218,12 +230,25 @@ func (c *fileCache) drop(e *cachedFile) {
 	e.idle = nil
 }
 
+// closeIdle closes every idle descriptor; the entries stay, and open more as they need.
+func (c *fileCache) closeIdle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.entries {
+		for _, f := range e.idle {
+			f.Close()
+		}
+		c.idle -= len(e.idle)
+		e.idle = nil
+	}
+}
+
 // release ends a handle's use: its descriptor waits in its entry for the next request, or is
 // closed when the entry is dropped or enough wait already. h is not temp.
 func (c *fileCache) release(h *fileHandle) {
 	c.mu.Lock()
 	e := h.e
-	if e.dropped || len(e.idle) >= maxIdlePerFile || c.idle >= maxIdle {
+	if e.dropped || len(e.idle) >= maxIdlePerFile || c.idle >= c.maxIdle {
 		c.mu.Unlock()
 		h.f.Close()
 		return

@@ -1,6 +1,7 @@
 package docroot
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -144,23 +146,23 @@ func TestFileCacheFreshness(t *testing.T) {
 // file's descriptor among them.
 func TestFileCacheDescriptors(t *testing.T) {
 	dir := t.TempDir()
-	const files = maxIdle + 44
+	r, _ := New(dir, Options{})
+	t.Cleanup(func() { closeCache(r) })
+	r.files.ttl = time.Hour
+	files := r.files.maxIdle + 44
 	for i := range files {
 		if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(i)+".txt"), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r, _ := New(dir, Options{})
-	t.Cleanup(func() { closeCache(r) })
-	r.files.ttl = time.Hour
 	before := openFDs(t)
 	for i := range files {
 		if w := serve(r, "GET", "/"+strconv.Itoa(i)+".txt"); w.Code != 200 {
 			t.Fatalf("file %d: %d", i, w.Code)
 		}
 	}
-	if n := openFDs(t) - before; n > maxIdle {
-		t.Errorf("%d files served: %d descriptors held, want at most %d", files, n, maxIdle)
+	if n := openFDs(t) - before; n > r.files.maxIdle {
+		t.Errorf("%d files served: %d descriptors held, want at most %d", files, n, r.files.maxIdle)
 	}
 
 	// Many requests at once for one file: each has its own descriptor, and at most
@@ -359,4 +361,56 @@ func mergeKeys(a, b http.Header) map[string]bool {
 		keys[k] = true
 	}
 	return keys
+}
+
+// TestFileCacheOutOfDescriptors: when the process may open no more descriptors, the idle ones
+// are closed so that the file asked for is still served.
+func TestFileCacheOutOfDescriptors(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 20 {
+		if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(i)+".txt"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, _ := New(dir, Options{})
+	t.Cleanup(func() { closeCache(r) })
+	r.files.ttl = time.Hour
+	for i := range 19 {
+		if w := serve(r, "GET", "/"+strconv.Itoa(i)+".txt"); w.Code != 200 {
+			t.Fatalf("file %d: %d", i, w.Code)
+		}
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { _ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) })
+	// Every descriptor number up to the highest open one is taken: no new one fits.
+	fds, _ := os.ReadDir("/proc/self/fd")
+	highest := 0
+	for _, fd := range fds {
+		if n, err := strconv.Atoi(fd.Name()); err == nil && n > highest {
+			highest = n
+		}
+	}
+	lim := syscall.Rlimit{Cur: uint64(highest + 1), Max: old.Max}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Skip(err)
+	}
+	// Fill the free numbers below it.
+	for {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			if !errors.Is(err, syscall.EMFILE) {
+				t.Fatal(err)
+			}
+			break
+		}
+		t.Cleanup(func() { f.Close() })
+	}
+	w := serve(r, "GET", "/19.txt")
+	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old)
+	if w.Code != 200 || w.Body.String() != "x" {
+		t.Errorf("out of descriptors: %d %q, want the file", w.Code, w.Body.String())
+	}
 }
