@@ -178,7 +178,7 @@ type fault struct {
 
 var midRequestFaults = []fault{
 	{"exit in mid-request", "/crash", http.StatusBadGateway, "crash"},
-	{"fatal error", "/fatal", http.StatusBadGateway, "crash"},
+	{"fatal error", "/fatal", http.StatusInternalServerError, "exit"},
 	{"hang under exec_timeout", "/hang", http.StatusGatewayTimeout, "exec_timeout"},
 	{"garbage on the protocol pipe", "/garbage", http.StatusBadGateway, "protocol"},
 	{"10 MB leak per request under max_memory", "/leak", http.StatusOK, "max_memory"},

@@ -32,7 +32,6 @@ func TestWorkerFailuresGet502AndAreReplaced(t *testing.T) {
 		name, path, logWant string
 	}{
 		{"exit in mid-request", "/crash", `exit code 3`},
-		{"fatal error", "/fatal", `Allowed memory size of \d+ bytes exhausted`},
 		{"garbage on the protocol pipe", "/garbage", `this is not`},
 	}
 	for _, tt := range tests {
@@ -48,6 +47,22 @@ func TestWorkerFailuresGet502AndAreReplaced(t *testing.T) {
 				pidOf(t, s) // the pool serves again, on two workers
 			}
 		})
+	}
+}
+
+// TestFatalErrorGets500AndTheWorkerIsReplaced: a fatal error in a request (here memory
+// exhaustion) is answered 500 as PHP-FPM answers it, on the cli runtime as on the native one, and
+// the worker that died of it is replaced.
+func TestFatalErrorGets500AndTheWorkerIsReplaced(t *testing.T) {
+	t.Parallel()
+	s := startApp(t, "")
+	if r := get(t, s.URL+"/fatal"); r.Status != http.StatusInternalServerError {
+		t.Fatalf("status %d, want 500: %s", r.Status, r.Body)
+	}
+	s.log.waitFor(t, `Allowed memory size of \d+ bytes exhausted`, 5*time.Second)
+	s.log.waitFor(t, `worker started`, 5*time.Second)
+	for range 10 {
+		pidOf(t, s) // the pool serves again, on two workers
 	}
 }
 

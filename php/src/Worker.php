@@ -247,13 +247,21 @@ final class Worker
         CurrentRequest::$connection = $connection;
         // However the script ends between requests (exit() in a reset hook, a fatal error
         // there), the server learns that requests it wrote after the last one went unread, and
-        // gives them to another worker. Inside a request, the end of the pipe says it failed.
+        // gives them to another worker. Inside a request, a fatal error before the answer began
+        // is answered 500, as PHP-FPM answers it (the native runtime does the same in C); any
+        // other end (exit(), a streamed answer cut short) leaves the end of the pipe to say the
+        // request failed (502).
         register_shutdown_function(function () use ($connection): void {
-            if ($this->stopped || $this->inRequest) {
+            if ($this->stopped) {
                 return;
             }
             try {
-                $connection->send(Frame::done($this->lastId, true));
+                if (!$this->inRequest) {
+                    $connection->send(Frame::done($this->lastId, true));
+                } elseif (CurrentRequest::$id !== 0 && Handling::isFatal(error_get_last())) {
+                    $id = CurrentRequest::$id;
+                    $connection->send(Frame::response($id, 500, [], '') . Frame::done($id, true));
+                }
             } catch (ProtocolError) {
                 // The server is gone.
             }

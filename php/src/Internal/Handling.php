@@ -41,6 +41,18 @@ final class Handling
         return 'Uncaught ' . $e::class . ': ' . $e->getMessage() . ' in ' . $e->getFile() . ':' . $e->getLine();
     }
 
+    /**
+     * Whether error_get_last() says the script ended in a fatal error (the ones that end a
+     * request under PHP-FPM with 500).
+     *
+     * @param array{type: int, message: string, file: string, line: int}|null $error
+     */
+    public static function isFatal(?array $error): bool
+    {
+        return $error !== null
+            && ($error['type'] & (E_ERROR | E_PARSE | E_CORE_ERROR | E_COMPILE_ERROR | E_USER_ERROR | E_RECOVERABLE_ERROR)) !== 0;
+    }
+
     /** Whether a 500 response may show the trace: APP_DEBUG is truthy or PEREGRINE_DEBUG is 1. */
     public static function debug(): bool
     {
