@@ -71,8 +71,8 @@ func (w *response) WriteHeader(code int) {
 
 // writeInformational sends a 1xx answer (103 Early Hints) at once, with the headers set so far.
 func (w *response) writeInformational(code int) {
-	if w.committed || w.err != nil {
-		return
+	if w.committed || w.err != nil || w.req.ProtoMinor == 0 {
+		return // an HTTP/1.0 client knows no 1xx (RFC 9110 15.2)
 	}
 	bw := w.c.bw
 	w.statusLine(code)

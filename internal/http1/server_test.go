@@ -244,6 +244,8 @@ func TestAnswerFraming(t *testing.T) {
 			[]string{"HTTP/1.1 304 Not Modified\r\n"}, []string{"Content-Type", "Content-Length", "chunked"}},
 		{"early hints come first", "GET /hints HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
 			[]string{"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n", "HTTP/1.1 200 OK\r\n", "done"}, nil},
+		{"no early hints for http/1.0", "GET /hints HTTP/1.0\r\n\r\n",
+			[]string{"HTTP/1.0 200 OK\r\n", "done"}, []string{"103"}},
 		{"no header injection", "GET /injected HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
 			[]string{"X-A: a Set-Cookie: evil=1\r\n"}, []string{"\r\nSet-Cookie", "Bad Name"}},
 		{"explicitly untyped", "GET /typed HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
