@@ -328,6 +328,7 @@ final class Worker
                 return;
             }
             try {
+                $server->flush();
                 $connection->send(Frame::done($server->current() ?: $this->lastId, true));
             } catch (ProtocolError) {
                 // The server is gone.

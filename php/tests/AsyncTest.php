@@ -89,6 +89,37 @@ final class AsyncTest extends TestCase
         self::assertSame('not cancelled', await($next));
     }
 
+    public function testBeforeWaitRunsAfterTheResumedFibersOfEachTick(): void
+    {
+        $loop = Loop::get();
+        $log = [];
+        $id = $loop->beforeWait(static function () use (&$log): void {
+            $log[] = 'before wait';
+        });
+        try {
+            awaitAll([
+                async(static function () use (&$log): void {
+                    delay(0.001);
+                    $log[] = 'a';
+                }),
+                async(static function () use (&$log): void {
+                    delay(0.001);
+                    $log[] = 'b';
+                }),
+            ]);
+        } finally {
+            $loop->cancel($id);
+        }
+        // Both fibers started in one tick and ended in one, each followed by the callback.
+        $ended = array_search('a', $log, true);
+        self::assertNotFalse($ended);
+        self::assertSame(['a', 'b', 'before wait'], \array_slice($log, $ended, 3));
+        $count = \count($log);
+        $loop->run(static fn (): bool => true);
+        delay(0.001);
+        self::assertCount($count, $log, 'a cancelled callback ran');
+    }
+
     public function testIdleFibersAreBounded(): void
     {
         $ids = [];

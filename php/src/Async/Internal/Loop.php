@@ -42,6 +42,9 @@ final class Loop
     /** @var array<int, array{resource, \Closure(): void}> */
     private array $writers = [];
 
+    /** @var array<int, \Closure(): void> run in every tick after the deferred callbacks, before the wait */
+    private array $beforeWait = [];
+
     private int $nextId = 1;
 
     /** @var \WeakMap<\Fiber, Task> */
@@ -137,10 +140,22 @@ final class Loop
         return $id;
     }
 
-    /** Forgets a timer or a stream watcher; an unknown id is ignored. */
+    /**
+     * Runs $callback in every tick once the deferred callbacks (the fibers resumed) have run,
+     * before the loop waits, until cancel(): what they produced can go out in one piece.
+     */
+    public function beforeWait(\Closure $callback): int
+    {
+        $id = $this->nextId++;
+        $this->beforeWait[$id] = $callback;
+
+        return $id;
+    }
+
+    /** Forgets a timer, a stream watcher or a beforeWait callback; an unknown id is ignored. */
     public function cancel(int $id): void
     {
-        unset($this->timers[$id], $this->readers[$id], $this->writers[$id]);
+        unset($this->timers[$id], $this->readers[$id], $this->writers[$id], $this->beforeWait[$id]);
     }
 
     /**
@@ -270,6 +285,9 @@ final class Loop
             return false;
         }
         $this->runDeferred();
+        foreach ($this->beforeWait as $callback) {
+            $callback();
+        }
         $timeout = $this->deferred !== [] ? 0.0 : $this->nextTimeout();
         if ($this->readers !== [] || $this->writers !== []) {
             $this->select($timeout);

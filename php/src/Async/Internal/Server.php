@@ -13,8 +13,11 @@ use Peregrine\Internal\ProtocolError;
  * Server is the request loop of a concurrent worker (workers.concurrency > 1): it reads every
  * REQUEST frame as soon as it arrives (fd 3 is one of the loop's streams), runs each in a Fiber
  * of its own, and writes each answer, then its DONE, as it is ready, in any order; the request
- * ids tell them apart. Frames are written whole with one blocking write each, never from two
- * fibers at once (a fiber never suspends inside a write to fd 4).
+ * ids tell them apart. The answers that end in one tick of the loop go out together, in one
+ * blocking write before the loop waits again (Loop::beforeWait): under many short waits a tick
+ * ends about ten requests, which were ten writes. Frames are never written
+ * from two fibers at once (a fiber never suspends inside a write to fd 4); what a request
+ * streams itself goes out before its last frames, which are queued here.
  *
  *     READY --> fd 3 readable: REQUEST -> spawn(respond) ... answer + DONE (any order)
  *                              CANCEL   -> the request's fiber is cancelled where it waits
@@ -42,11 +45,17 @@ final class Server
     /** @var array<int, true> requests in flight the server cancelled */
     private array $cancelled = [];
 
+    /** Answers and DONEs queued by this tick, for flush(). */
+    private string $out = '';
+
     /** @var resource */
     private mixed $in;
 
-    /** @var \Closure(string): void */
+    /** @var \Closure(string): void queues frames for flush() */
     private \Closure $send;
+
+    /** @var \Closure(string): void writes frames whole to fd 4 */
+    private \Closure $realSend;
 
     /** @var \Closure(int): void */
     private \Closure $ended;
@@ -76,7 +85,10 @@ final class Server
     {
         $in = self::open(3, 'rb');
         $this->in = $in;
-        $this->send = $send;
+        $this->send = function (string $frames): void {
+            $this->out .= $frames;
+        };
+        $this->realSend = $send;
         $this->ended = $ended;
         stream_set_blocking($in, false);
         stream_set_read_buffer($in, 0);
@@ -84,18 +96,37 @@ final class Server
         $loop->setWarn($this->log);
         Hooks::$enabled = true;
         Amp::install($loop); // when the application loaded Amp: its loop runs on this one
-        $this->reader = $loop->onReadable($in, function () use ($loop, $respond, $send, $ended, $idle): void {
+        $flusher = $loop->beforeWait($this->flush(...));
+        $this->reader = $loop->onReadable($in, function () use ($loop, $respond, $ended, $idle): void {
             foreach ($this->read() as [$id, $payload]) {
-                $this->start($loop, $id, $payload, $respond, $send, $ended, $idle);
+                $this->start($loop, $id, $payload, $respond, $ended, $idle);
             }
         });
         try {
             $loop->run();
+            $this->flush();
         } finally {
             Hooks::$enabled = false;
             $loop->cancel($this->reader);
+            $loop->cancel($flusher);
             fclose($in);
         }
+    }
+
+    /**
+     * Writes the answers queued since the last flush. The worker's last word after a fatal error
+     * calls it first, so that requests answered in the tick it ended are not lost with it.
+     *
+     * @throws ProtocolError if the pipe is gone
+     */
+    public function flush(): void
+    {
+        if ($this->out === '') {
+            return;
+        }
+        $out = $this->out;
+        $this->out = '';
+        ($this->realSend)($out);
     }
 
     /**
@@ -113,16 +144,15 @@ final class Server
 
     /**
      * @param \Closure(int, string): string $respond
-     * @param \Closure(string): void        $send
      * @param \Closure(int): void           $ended
      * @param \Closure(): void              $idle
      */
-    private function start(Loop $loop, int $id, string $payload, \Closure $respond, \Closure $send, \Closure $ended, \Closure $idle): void
+    private function start(Loop $loop, int $id, string $payload, \Closure $respond, \Closure $ended, \Closure $idle): void
     {
         ++$this->inFlight;
         $future = $loop->spawn(static fn (): string => $respond($id, $payload), self::path($payload), $id);
         $this->running[$id] = $future;
-        $future->subscribe(function (?\Throwable $error, mixed $answer) use ($id, $send, $ended, $idle): void {
+        $future->subscribe(function (?\Throwable $error, mixed $answer) use ($id, $ended, $idle): void {
             unset($this->running[$id]);
             $cancelled = isset($this->cancelled[$id]);
             unset($this->cancelled[$id]);
@@ -135,9 +165,10 @@ final class Server
                 ($this->log)('peregrine: request failed: ' . $error::class . ': ' . $error->getMessage());
                 $answer = Frame::response($id, $error instanceof TimeoutException ? 504 : 500, ['Content-Type' => 'text/plain; charset=utf-8'], 'Internal Server Error');
             }
-            $send($answer . Frame::done($id));
+            ($this->send)($answer . Frame::done($id));
             $ended($id);
             if (--$this->inFlight === 0) {
+                $this->flush(); // the answers first: reset hooks run on the worker's time
                 $idle();
             }
         });
