@@ -443,6 +443,21 @@ func TestACME(t *testing.T) {
 	roots := pebble.roots(t)
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.URL, "https://"))
 	base := "https://" + domain + ":" + port
+	// certmagic logs "certificate obtained" a moment before it puts the certificate in the cache
+	// that handshakes read: until then a handshake fails (internal error), as for any client
+	// that comes before the certificate.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := tls.Dial("tcp", "127.0.0.1:"+port, &tls.Config{RootCAs: roots, ServerName: domain})
+		if err == nil {
+			conn.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no TLS handshake with the obtained certificate: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	c := newClient(&http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, DialContext: dialLoopback(), ForceAttemptHTTP2: true})
 	defer c.CloseIdleConnections()
 	resp, got := fetch(t, c, base+"/acme")
