@@ -246,6 +246,11 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	} else {
 		log.Info(banner, "url", srv.URL(), "workers", count, "php", p.PHPVersion(), "version", Version)
 	}
+	// memory.go: what only the start used goes back now, a burst's garbage once it is over.
+	releaseStartupMemory(log)
+	trimCtx, stopTrim := context.WithCancel(ctx)
+	defer stopTrim()
+	go trimWhenIdle(trimCtx, idlePeriod, 1<<20)
 
 	resets := make(chan string, 1)
 	resetDone := make(chan struct{})
