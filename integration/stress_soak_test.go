@@ -3,12 +3,19 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"mime/multipart"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -131,4 +138,111 @@ func soak(t *testing.T, runtime string) {
 	}
 	figures(t, "%.0f req/s for %s, %d requests, %d non-200, %v workers recycled by max_jobs; start: %s; middle: %s; end: %s; after the load: %s; no zombie outlived a second, %d uploads left",
 		res.rate(), d, len(res.Shots), len(res.notOK()), recycled, first, middle, end, final, len(uploadsLeft(tmp)))
+}
+
+// daemonRSSBound is issue 16's target for the daemon's own resident memory (not its workers'),
+// idle and after 100,000 requests: docs/operations.md, "The daemon's own memory".
+const daemonRSSBound = 20 << 20
+
+// TestStressDaemonRSS serves examples/hello as "peregrine serve worker.php" does (the native
+// runtime, forked workers, no admin listener) with 2 and then 4 workers, and reads the daemon's
+// resident memory idle, right after 100,000 keep-alive requests from 50 connections, and once
+// the load is over. Idle and after the load it stays under issue 16's 20 MiB; once the load is
+// over the daemon gives the burst's memory back, to within 4 MiB of idle.
+func TestStressDaemonRSS(t *testing.T) {
+	const requests = 100_000
+	hello, err := filepath.Abs(filepath.Join("..", "examples", "hello", "worker.php"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, workers := range []int{2, 4} {
+		t.Run(fmt.Sprintf("%d workers", workers), func(t *testing.T) {
+			s := startServer(t, fmt.Sprintf("workers:\n  runtime: native\n  command: php %s\n  count: %d\n", hello, workers))
+			pid := s.cmd.Process.Pid
+			time.Sleep(2 * time.Second) // past the start, whose pages the daemon gives back
+			idle := memoryOf(t, pid)
+			hammer(t, s.URL+"/", requests, 50)
+			loaded := memoryOf(t, pid)
+			for _, m := range []struct {
+				when string
+				mem  daemonMemory
+			}{{"idle", idle}, {fmt.Sprintf("after %d requests", requests), loaded}} {
+				if m.mem.RSS > daemonRSSBound {
+					t.Errorf("daemon RSS %s is %s, above %s", m.when, m.mem, mib(daemonRSSBound))
+				}
+			}
+			// The daemon trims after 10 s without a garbage collection (internal/daemon/memory.go).
+			start := time.Now()
+			var after daemonMemory
+			eventually(t, time.Minute, "the daemon's RSS back within 4 MiB of idle ("+idle.String()+") after the load ("+loaded.String()+")", func() bool {
+				after = memoryOf(t, pid)
+				return after.RSS <= idle.RSS+4<<20
+			})
+			figures(t, "daemon RSS idle: %s; after %d requests: %s; %.0f s later: %s", idle, requests, loaded, time.Since(start).Seconds(), after)
+		})
+	}
+}
+
+// daemonMemory is the resident memory of a process, from /proc/PID/status.
+type daemonMemory struct{ RSS, Anon, File int64 }
+
+func (m daemonMemory) String() string {
+	return fmt.Sprintf("%s (anonymous %s, file %s)", mib(m.RSS), mib(m.Anon), mib(m.File))
+}
+
+func memoryOf(t *testing.T, pid int) daemonMemory {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var m daemonMemory
+	fields := map[string]*int64{"VmRSS:": &m.RSS, "RssAnon:": &m.Anon, "RssFile:": &m.File}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) >= 2 && fields[f[0]] != nil {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			*fields[f[0]] = kb << 10
+		}
+	}
+	if m.RSS == 0 {
+		t.Fatalf("no VmRSS in /proc/%d/status", pid)
+	}
+	return m
+}
+
+// hammer sends n GETs of url as fast as conns keep-alive connections answer them; every one
+// must answer 200.
+func hammer(t *testing.T, url string, n, conns int) {
+	t.Helper()
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: conns}}
+	defer client.CloseIdleConnections()
+	var sent, failed atomic.Int64
+	var firstErr sync.Once
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for sent.Add(1) <= int64(n) {
+				resp, err := client.Get(url)
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != http.StatusOK {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				if err != nil {
+					failed.Add(1)
+					firstErr.Do(func() { t.Errorf("GET %s: %v", url, err) })
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		t.Fatalf("%d of %d requests failed", failed.Load(), n)
+	}
 }
