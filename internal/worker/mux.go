@@ -66,6 +66,7 @@ type muxCall struct {
 	cancelled bool // CANCEL was sent: what else comes for it is dropped
 	expired   bool // exec_timeout passed before its answer
 	fatal     bool // DONE with LAST came before its answer: it ended the process (a fatal error)
+	unread    bool // the worker's last word says it never read this request: it may run elsewhere
 	ended     bool
 	timer     *time.Timer
 	notify    chan struct{} // cap 1: the queue grew, or the call ended or expired
@@ -113,6 +114,12 @@ func (m *Mux) Do(ctx context.Context, call *Call, timeout time.Duration) {
 	if err := m.write(call, timeout); err != nil {
 		m.w.Kill()
 		<-m.dead
+		m.mu.Lock()
+		unread := mc.unread
+		m.mu.Unlock()
+		if unread { // the worker said it read nothing after an earlier request, and exited
+			return
+		}
 		call.Outcome, call.Err = Failed, fmt.Errorf("%w: write request: %w", m.fateOr(ErrExited), err)
 		return
 	}
@@ -153,8 +160,12 @@ func (m *Mux) deliver(ctx context.Context, call *Call, mc *muxCall) {
 		m.mu.Lock()
 		frames := mc.queue
 		mc.queue, mc.queued = nil, 0
-		ended, expired, fatal := mc.ended, mc.expired, mc.fatal
+		ended, expired, fatal, unread := mc.ended, mc.expired, mc.fatal, mc.unread
 		m.mu.Unlock()
+		if unread {
+			call.Outcome, call.Err = Unread, nil
+			return
+		}
 		for _, f := range frames {
 			switch {
 			case f.typ == protocol.TypeHints && !gotResponse,
@@ -273,6 +284,21 @@ func (m *Mux) take(h protocol.Header, payload []byte) error {
 	}
 	m.mu.Lock()
 	mc := m.calls[h.ID]
+	var unread []*muxCall
+	if h.Type == protocol.TypeDone && h.Flags&protocol.FlagLast != 0 {
+		if len(payload) != 0 && len(payload) != 4 {
+			m.mu.Unlock()
+			return fmt.Errorf("%w: a DONE with a %d-byte payload", ErrProtocol, len(payload))
+		}
+		if len(payload) == 4 {
+			unread = m.unreadLocked(binary.LittleEndian.Uint32(payload))
+		}
+	}
+	defer func() {
+		for range unread {
+			m.onEnd(m.fateOr(ErrExiting))
+		}
+	}()
 	switch {
 	case mc == nil && h.Type == protocol.TypeDone && h.Flags&protocol.FlagLast != 0:
 		// The worker's last word as it exits (a fatal error took the process, its script
@@ -332,6 +358,22 @@ func (m *Mux) take(h protocol.Header, payload []byte) error {
 		m.mu.Unlock()
 	}
 	return nil
+}
+
+// unreadLocked ends the requests written after lastRead, which the worker's last word says it
+// never read, as unread: the pool gives them to another worker. It returns them, for onEnd.
+func (m *Mux) unreadLocked(lastRead uint32) []*muxCall {
+	var unread []*muxCall
+	for id, mc := range m.calls {
+		if id > lastRead && !mc.ended {
+			mc.unread = true
+			unread = append(unread, mc)
+		}
+	}
+	for _, mc := range unread {
+		m.endLocked(mc)
+	}
+	return unread
 }
 
 // endLocked ends mc: its caller, if still waiting, sees it.

@@ -87,3 +87,33 @@ func TestMuxFatalErrorNamesItsRequest(t *testing.T) {
 		t.Fatalf("no error line naming the request; log:\n%s", log.String())
 	}
 }
+
+// TestMuxRequestsAfterTheLastWordGoElsewhere: a worker that exits by itself names, in its last
+// word, the last request it took; a request written after that one (it crossed the last word in
+// the pipes) ends unread, for another worker, never failed. Without the last read id in the
+// last word the request failed whenever its write came before the reader saw the last word.
+func TestMuxRequestsAfterTheLastWordGoElsewhere(t *testing.T) {
+	script, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "workers", "interleave.php"))
+	for i := range 10 {
+		w := started(t, Options{Argv: []string{"php", script}, Env: append(os.Environ(), "PEREGRINE_PROTOCOL=3"), BootTimeout: 30 * time.Second})
+		m := NewMux(context.Background(), w, time.Second, func(error) {})
+		calls, _ := nativeCalls(t, 0, "/exit", "/sleep?ms=1")
+		written := make(chan struct{})
+		calls[0].Body = writtenSignal(written)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			m.Do(context.Background(), calls[0], 0)
+		}()
+		<-written // /exit is in the pipe: the next request comes after it
+		m.Do(context.Background(), calls[1], 0)
+		<-done
+		if calls[0].Outcome != Answered {
+			t.Fatalf("run %d: /exit: %v %v", i, calls[0].Outcome, calls[0].Err)
+		}
+		if calls[1].Outcome != Unread {
+			t.Fatalf("run %d: the request after the last word: %v %v, want unread", i, calls[1].Outcome, calls[1].Err)
+		}
+		<-m.Dead()
+	}
+}

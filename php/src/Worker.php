@@ -329,7 +329,7 @@ final class Worker
             }
             try {
                 $server->flush();
-                $connection->send(Frame::done($server->current() ?: $this->lastId, true));
+                $connection->send(Frame::lastWord($server->current() ?: $this->lastId, $server->lastRead()));
             } catch (ProtocolError) {
                 // The server is gone.
             }

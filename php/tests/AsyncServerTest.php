@@ -97,6 +97,8 @@ final class AsyncServerTest extends TestCase
         $worker->write(self::request(2, '/?id=2&ms=60000') . self::request(3, '/?id=3&ms=20&fatal=1') . self::request(4, '/?id=4&ms=60000'));
         $done = $worker->readFrame();
         self::assertSame([Frame::DONE, 3, Frame::FLAG_LAST], [$done['type'], $done['id'], $done['flags']], $worker->errors());
+        // Its payload is the last REQUEST it read: 4, written with 2 and 3, fails with it.
+        self::assertSame(pack('V', 4), $done['payload']);
         self::assertSame(255, $worker->wait());
         self::assertStringContainsString('Allowed memory size', $worker->errors());
     }

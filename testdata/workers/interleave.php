@@ -6,7 +6,8 @@
 //   /sleep?ms=N&tag=T   answers T (and the pid) after N ms
 //   /stream?parts=N&ms=M&tag=T  streams N parts "T:i\n", one every M ms (FLUSH)
 //   /hang               never answers and ignores CANCEL: it "blocks the worker"
-//   /exit               answers, then says DONE with LAST and exits at once
+//   /exit               answers, then says DONE with LAST and exits at once (its last word names
+//                       the last request it took: the ones after it go to another worker)
 //   /die                says DONE with LAST for no request (a fatal error's shutdown) and exits
 //   /fatal              says DONE with LAST for itself, unanswered, and exits: a fatal error in its
 //                       fiber, named as the PHP library's shutdown function names it
@@ -21,6 +22,7 @@ $in = fopen('php://fd/3', 'rb');
 $out = fopen('php://fd/4', 'wb');
 stream_set_read_buffer($in, 0);
 stream_set_blocking($in, false);
+$lastRead = 0;
 
 function frame(int $type, int $flags, int $id, string $payload): string
 {
@@ -84,6 +86,7 @@ while (true) {
                 }
                 continue;
             }
+            $lastRead = $id; // the last REQUEST taken, for the last word: later ones go elsewhere
             $headLength = unpack('V', $payload)[1];
             $fields = explode("\0", substr($payload, 4, $headLength));
             parse_str($fields[3], $q);
@@ -118,13 +121,13 @@ while (true) {
                     break;
                 case '/die':
                     // A fatal error takes the process: its last word names no running request.
-                    send(frame(8, 4, 0, ''));
+                    send(frame(8, 4, 0, pack('V', $lastRead)));
                     exit(255);
                 case '/fatal':
-                    send(frame(8, 4, $id, ''));
+                    send(frame(8, 4, $id, pack('V', $lastRead)));
                     exit(255);
                 case '/exit':
-                    send(response($id, 200, 'bye') . frame(8, 4, $id, ''));
+                    send(response($id, 200, 'bye') . frame(8, 4, $id, pack('V', $lastRead)));
                     exit(0);
                 default:
                     send(response($id, 404, 'no route') . frame(8, 0, $id, ''));

@@ -92,6 +92,16 @@ final class Frame
     }
 
     /**
+     * Encodes a concurrent worker's last word: DONE with LAST for request $id (the one a fatal
+     * error stopped, or the last that ended), carrying the id of the last REQUEST it read, so
+     * that the server gives the requests it wrote after that one to another worker.
+     */
+    public static function lastWord(int $id, int $lastRead): string
+    {
+        return pack('CCvVVV', self::VERSION, self::DONE, self::FLAG_LAST, $id, 4, $lastRead);
+    }
+
+    /**
      * Encodes a CANCEL frame, which the server sends to a worker running requests concurrently:
      * stop request $id (exec_timeout, its client left) and end it with DONE.
      */

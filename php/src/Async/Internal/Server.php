@@ -36,6 +36,9 @@ final class Server
 
     private string $buffer = '';
     private int $inFlight = 0;
+
+    /** The id of the last REQUEST read from fd 3 (0: none yet). */
+    private int $lastRead = 0;
     private bool $reading = true;
     private int $reader = 0;
 
@@ -127,6 +130,12 @@ final class Server
         $out = $this->out;
         $this->out = '';
         ($this->realSend)($out);
+    }
+
+    /** The id of the last REQUEST read, for the worker's last word (Frame::lastWord()). */
+    public function lastRead(): int
+    {
+        return $this->lastRead;
     }
 
     /**
@@ -225,6 +234,7 @@ final class Server
                 continue;
             }
             $requests[] = [$id, substr($this->buffer, $offset + Frame::HEADER_SIZE, $length)];
+            $this->lastRead = $id;
             $offset += Frame::HEADER_SIZE + $length;
         }
         $this->buffer = $offset === $available ? '' : substr($this->buffer, $offset);
