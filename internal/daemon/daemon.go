@@ -267,10 +267,6 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 				log.Error("reset of the job consumers incomplete", "err", err)
 				continue
 			}
-			if err := bg.reset(ctx); err != nil { // jobs.go: the consumers too
-				log.Error("reset of the job consumers incomplete", "err", err)
-				continue
-			}
 			log.Info("all workers replaced", "duration", time.Since(start).Round(time.Millisecond).String())
 		}
 	}()
