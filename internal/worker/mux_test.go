@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -115,5 +116,25 @@ func TestMuxRequestsAfterTheLastWordGoElsewhere(t *testing.T) {
 			t.Fatalf("run %d: the request after the last word: %v %v, want unread", i, calls[1].Outcome, calls[1].Err)
 		}
 		<-m.Dead()
+	}
+}
+
+// TestMuxOutlivesTheBootTimeout: the deadline of the wait for READY does not carry over to the
+// reader, which once failed (and killed the worker, with every request in flight)
+// boot_timeout after the start.
+func TestMuxOutlivesTheBootTimeout(t *testing.T) {
+	script, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "workers", "interleave.php"))
+	const boot = 500 * time.Millisecond
+	w := started(t, Options{Argv: []string{"php", script}, Env: append(os.Environ(), "PEREGRINE_PROTOCOL=3"), BootTimeout: boot})
+	m := NewMux(context.Background(), w, time.Second, func(error) {})
+	calls, _ := nativeCalls(t, 0, "/sleep?ms="+strconv.Itoa(int(3*boot/time.Millisecond)))
+	m.Do(context.Background(), calls[0], 0) // its answer comes after the boot timeout has passed twice
+	if calls[0].Outcome != Answered {
+		t.Fatalf("a request answered past boot_timeout: %v %v", calls[0].Outcome, calls[0].Err)
+	}
+	select {
+	case <-m.Dead():
+		t.Fatal("the worker died")
+	default:
 	}
 }

@@ -347,7 +347,9 @@ func (w *Worker) awaitReady(ctx context.Context) error {
 		return fmt.Errorf("%w: got %s before READY", ErrProtocol, h.Type)
 	}
 	w.phpVersion = string(payload)
-	return nil
+	// The boot's deadline ends with the boot: a concurrent worker's reader waits for frames with
+	// none, and would otherwise fail boot_timeout after the start, with every request in flight.
+	return w.setReadDeadline(time.Time{})
 }
 
 // setReadDeadline sets the protocol pipe's read deadline, never later than the short drain that
