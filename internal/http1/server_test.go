@@ -2,6 +2,7 @@ package http1
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -488,5 +489,41 @@ func TestFilesGoOutBySendfile(t *testing.T) {
 	serveFileOnce(t, fileListener{ln, &sendfile}, nil) // cork_test.go
 	if !sendfile.Load() {
 		t.Error("the file did not reach the socket as a file: no sendfile")
+	}
+}
+
+// TestSizesAroundTheBuffers: a header line longer than the read buffer, and bodies of sizes
+// around it and around a pipe's, with a length or in chunks, arrive whole.
+func TestSizesAroundTheBuffers(t *testing.T) {
+	addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintf(w, "x=%d body=%d sum=%d", len(r.Header.Get("X")), len(b), bytes.Count(b, []byte("b")))
+	}))
+	long := strings.Repeat("h", 3*bufSize+17)
+	got := exchange(t, addr, "GET / HTTP/1.1\r\nHost: h\r\nX: "+long+"\r\nConnection: close\r\n\r\n")
+	if !strings.Contains(got, fmt.Sprintf("x=%d body=0", len(long))) {
+		t.Errorf("a %d-byte header: %.200s", len(long), got)
+	}
+	for _, n := range []int{bufSize - 1, bufSize, bufSize + 1, 64<<10 - 1, 64 << 10, 64<<10 + 1, 1 << 20} {
+		body := strings.Repeat("b", n)
+		want := fmt.Sprintf("x=0 body=%d sum=%d", n, n)
+		withLength := fmt.Sprintf("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", n, body)
+		var chunked strings.Builder
+		chunked.WriteString("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+		for rest := body; rest != ""; {
+			k := min(len(rest), 3000)
+			fmt.Fprintf(&chunked, "%x\r\n%s\r\n", k, rest[:k])
+			rest = rest[k:]
+		}
+		chunked.WriteString("0\r\n\r\n")
+		for name, raw := range map[string]string{"length": withLength, "chunked": chunked.String()} {
+			if got := exchange(t, addr, raw); !strings.HasSuffix(got, want) {
+				t.Errorf("%d bytes, %s: %.300s", n, name, got[max(0, len(got)-300):])
+			}
+		}
 	}
 }
