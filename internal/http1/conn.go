@@ -245,11 +245,6 @@ func (p *prefaceConn) Read(b []byte) (int, error) {
 	return p.Conn.Read(b)
 }
 
-func (p *prefaceConn) Close() error {
-	err := p.Conn.Close()
-	return err
-}
-
 // serveRequest reads one request, runs the handler and answers; it reports whether the
 // connection may carry another request.
 func (c *conn) serveRequest() (keep bool) {

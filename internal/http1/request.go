@@ -2,6 +2,7 @@ package http1
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"net/http"
 	"net/url"
@@ -187,7 +188,7 @@ func splitField(line []byte) (string, []byte, error) {
 		// net/http would join it to the line before; a proxy in front may not (smuggling).
 		return "", nil, badRequest("a header folded over several lines (obs-fold)")
 	}
-	i := bytesIndexColon(line)
+	i := bytes.IndexByte(line, ':')
 	if i <= 0 {
 		return "", nil, badRequest("malformed header line")
 	}
@@ -208,15 +209,6 @@ func splitField(line []byte) (string, []byte, error) {
 		}
 	}
 	return key, v, nil
-}
-
-func bytesIndexColon(b []byte) int {
-	for i, ch := range b {
-		if ch == ':' {
-			return i
-		}
-	}
-	return -1
 }
 
 // frame reads the framing headers of r's head (Host, Content-Length, Transfer-Encoding,
