@@ -513,7 +513,7 @@ func (p *Pool) run(s *slot, batch []*waiter) (retry bool) {
 		self.pid = w.PID()
 		go func() {
 			err := w.Finish(answered)
-			p.settle(s, w, live, self, start, err)
+			p.settle(s, w, live, nil, start, err) // self has returned to its client: not its own any more
 		}()
 		return false
 	}
@@ -522,7 +522,8 @@ func (p *Pool) run(s *slot, batch []*waiter) (retry bool) {
 
 // settle gives every request of a finished exchange its result by the outcome the worker
 // reported, puts the unread ones back at the front of the queue and releases the slot. It
-// reports whether self was unread.
+// reports whether self was unread. self is nil when the exchange ended after self's goroutine
+// returned to its client (an answered lead never waits again, and its fields are its own).
 func (p *Pool) settle(s *slot, w *worker.Worker, live []*waiter, self *waiter, start time.Time, fate error) (retry bool) {
 	var requeue []*waiter
 	answered := 0
