@@ -4,7 +4,7 @@
  *
  *   wait:  the script's output buffers flushed to the log, READY sent once, the next REQUEST read
  *   begin: SAPI state (headers, status, POST and uploads read by PHP), superglobals, session and
- *          filter state, shutdown functions and ini settings set aside, time limit armed
+ *          filter state, shutdown functions and ini settings set aside, time limit armed (below)
  *   call:  the handler; exit() and uncaught exceptions end it, a fatal error ends the worker
  *   end:   shutdown functions of the request, output, session written, the answer and DONE
  *          sent (with LAST after a fatal error), then uploads deleted, ini settings restored,
@@ -23,6 +23,9 @@
  */
 #include "peregrine.h"
 
+#include <sys/time.h>
+#include <time.h>
+
 #include "ext/standard/basic_functions.h"
 #include "ext/standard/head.h"
 #include "main/php_main.h"
@@ -36,6 +39,65 @@ static struct {
 	HashTable ini;                 /* ini settings the script had changed: name => value */
 	bool booted;                   /* the first request ended the boot's session and filter state */
 } saved;
+
+/* The time limit (max_execution_time), which counts per request. PHP arms ITIMER_PROF at each
+ * request's start and disarms it at its end: two system calls a request, half of a hello world
+ * worker's (docs/benchmarks.md). Here the timer stays armed after a request, and a request arms
+ * it again only when the last arming is older than TIMER_SLACK of wall time, or had another
+ * limit, or may have been disarmed since (the request changed max_execution_time, whose ini
+ * restore disarms it). This process runs one thread, so its CPU time (what ITIMER_PROF counts)
+ * never runs faster than wall time: a request's limit falls between max_execution_time less
+ * TIMER_SLACK and max_execution_time. Between requests the worker waits on a read, which uses no
+ * CPU; the worker script's own work between two requests counts toward the next one's limit
+ * until it is armed again. A forked worker starts disarmed: timers are not inherited. */
+#define TIMER_SLACK 0.1 /* seconds */
+
+static struct {
+	bool known;        /* false until a request armed it, and after PHP may have changed it */
+	double at;         /* CLOCK_MONOTONIC seconds of the last arming; 0: disarmed */
+	zend_long seconds; /* the limit it was armed with */
+} timer;
+
+static double monotonic_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void arm_time_limit(void)
+{
+	zend_long seconds = EG(timeout_seconds);
+	double now;
+
+	if (seconds <= 0) {
+		if (!timer.known || timer.at != 0) {
+			/* zend_unset_timeout() would not: it disarms only under a limit of its own */
+			struct itimerval off = {0};
+			setitimer(ITIMER_PROF, &off, NULL);
+		}
+		timer.known = true;
+		timer.at = 0;
+		return;
+	}
+	now = monotonic_seconds();
+	if (timer.known && timer.at != 0 && timer.seconds == seconds && now - timer.at < TIMER_SLACK)
+		return;
+	zend_set_timeout(seconds, 0);
+	timer.known = true;
+	timer.at = now;
+	timer.seconds = seconds;
+}
+
+/* Before the ini settings are restored: a request that changed max_execution_time leaves the
+ * timer in a state only PHP knows. */
+static void time_limit_end(void)
+{
+	if (EG(modified_ini_directives) != NULL &&
+	    zend_hash_str_exists(EG(modified_ini_directives), "max_execution_time", sizeof("max_execution_time") - 1))
+		timer.known = false;
+}
 
 /* Runs the request shutdown (or startup) of the extensions that keep per-request state PHP-FPM
  * would drop: the session (written and closed) and filter (filter_input()'s copies). */
@@ -206,8 +268,10 @@ static void sapi_reset(void)
 static bool wait_request(void)
 {
 	php_output_end_all();
-	if (!saved.booted) /* the boot's time limit; end_request() ends each request's */
+	if (!saved.booted) { /* the boot's time limit; each request arms its own */
 		zend_unset_timeout();
+		timer.known = false;
+	}
 	pg_send_ready();
 	return pg_next_request();
 }
@@ -243,7 +307,7 @@ static void begin_request(void)
 	saved.shutdown_functions = BG(user_shutdown_function_names);
 	BG(user_shutdown_function_names) = NULL;
 	ini_save();
-	zend_set_timeout(EG(timeout_seconds), 0);
+	arm_time_limit();
 }
 
 /* Calls the handler, then the shutdown functions it registered (after a fatal error too, as
@@ -293,7 +357,7 @@ static void send_answer(bool ok)
 static void end_request(void)
 {
 	zend_hash_str_del(&EG(symbol_table), "_SESSION", sizeof("_SESSION") - 1);
-	zend_unset_timeout();
+	time_limit_end();
 	if (SG(request_info).request_body) {
 		php_stream_close(SG(request_info).request_body);
 		SG(request_info).request_body = NULL;

@@ -486,6 +486,56 @@ func TestFatalError(t *testing.T) {
 	}
 }
 
+// TestTimeLimit: max_execution_time counts per request, in both modes. Worker mode arms the
+// timer again only when its last arming is older than a tenth of a second (worker.c): many
+// short requests in a row must not add up to a timeout, a request that changed its limit with
+// set_time_limit() must not leave the next one without one, and a request that runs past the
+// limit must still end in it, after a run of requests that did not arm the timer again.
+func TestTimeLimit(t *testing.T) {
+	timelimit := func(query string) request {
+		return caseRequest("timelimit", request{URI: "/timelimit.php?" + query})
+	}
+	for _, m := range modes {
+		t.Run(m.name+"/short requests add up to no timeout", func(t *testing.T) {
+			p := start(t, m.argv("max_execution_time=1")...)
+			for i := 0; i < 30; i++ { // 1.8 s of CPU in all, 60 ms a request
+				a := p.do(t, timelimit("cpu=60"))
+				wantStatus(t, a, 200)
+				wantBody(t, a, "done")
+			}
+		})
+		for _, tt := range []struct{ name, before string }{
+			{"after short requests", "cpu=0"},
+			{"after a request without a limit", "limit=0"},
+			{"after a request with a longer limit", "limit=30"},
+		} {
+			t.Run(m.name+"/the limit ends a long request "+tt.name, func(t *testing.T) {
+				p := start(t, m.argv("max_execution_time=1")...)
+				for i := 0; i < 20; i++ {
+					wantStatus(t, p.do(t, timelimit(tt.before)), 200)
+				}
+				if a := p.do(t, timelimit("cpu=5000")); a.Status != 500 || strings.Contains(a.Body, "done") {
+					t.Fatalf("status %d, body %q: the request outran its time limit", a.Status, a.Body)
+				}
+				if m.worker {
+					p.expectEOF(t)
+					if code := p.waitExit(t); code != 255 {
+						t.Errorf("exit status %d, want 255", code)
+					}
+				} else {
+					wantStatus(t, p.do(t, timelimit("cpu=0")), 200)
+					p.in.Close()
+					p.expectEOF(t)
+					p.waitExit(t)
+				}
+				if !strings.Contains(p.log.String(), "Maximum execution time of 1 second exceeded") {
+					t.Errorf("the time limit is not in the log:\n%s", p.log)
+				}
+			})
+		}
+	}
+}
+
 // TestFatalErrorDisplayed: with display_errors on, the answer is still a 500 (FPM would say
 // 200, docs/compatibility.md) and carries what PHP displayed.
 func TestFatalErrorDisplayed(t *testing.T) {
