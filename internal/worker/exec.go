@@ -9,7 +9,6 @@ import (
 	"os"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/peregrinephp/peregrine/internal/protocol"
 )
@@ -203,57 +202,45 @@ func (w *Worker) endExchange(fate error) error {
 
 // checkQuiet makes sure the worker wrote nothing since its last answer but, possibly, that it
 // exits (DONE with LAST), and that it still runs: a worker that wrote anything else broke the
-// protocol, and what it wrote must not pass for the next request's answer.
+// protocol, and what it wrote must not pass for the next request's answer. It costs one read
+// that does not wait, on the path of every exchange.
 func (w *Worker) checkQuiet() error {
 	// The last request's read deadline may have passed while the worker was idle; a raw read
 	// would then fail without reading, which must not pass for an end of file.
 	if err := w.fromPHP.SetReadDeadline(time.Time{}); err != nil {
 		return fmt.Errorf("%w: %w", ErrExited, err)
 	}
-	rc, err := w.fromPHP.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrExited, err)
-	}
-	waiting := w.in.Buffered()
-	if waiting == 0 {
-		// FIONREAD tells what the pipe holds without taking it; a read would consume it.
-		if err := rc.Control(func(fd uintptr) {
-			n, e := ioctlInt(fd, syscall.TIOCINQ)
-			if e == nil {
-				waiting = n
-			}
-		}); err != nil {
+	n, rerr := 0, error(syscall.EAGAIN)
+	if w.in.Buffered() == 0 {
+		rc, err := w.fromPHP.SyscallConn()
+		if err != nil {
 			return fmt.Errorf("%w: %w", ErrExited, err)
 		}
+		var b [512]byte
+		if err := rc.Read(func(fd uintptr) bool {
+			n, rerr = syscall.Read(int(fd), b[:])
+			return true // never wait: this only looks
+		}); err != nil {
+			w.Kill()
+			<-w.exited
+			return fmt.Errorf("%w: reading its protocol pipe: %w", ErrExited, err)
+		}
+		if n > 0 {
+			w.pipe.early = append(w.pipe.early[:0], b[:n]...) // read first by w.in
+		}
+	} else {
+		n, rerr = w.in.Buffered(), nil
 	}
-	if waiting == 0 && w.hasExited() {
-		return fmt.Errorf("%w%s", ErrExited, w.describeExit())
-	}
-	if waiting > 0 {
+	switch {
+	case n > 0:
 		_ = w.setReadDeadline(time.Now().Add(time.Second))
 		h, _, err := w.readFrame()
-		if err == nil && h.Type == protocol.TypeDone && h.Flags&protocol.FlagLast != 0 && w.in.Buffered() == 0 {
+		if err == nil && h.Type == protocol.TypeDone && h.Flags&protocol.FlagLast != 0 && w.in.Buffered() == 0 && len(w.pipe.early) == 0 {
 			return fmt.Errorf("%w after request %d", ErrExiting, h.ID)
 		}
 		w.Kill()
 		<-w.exited
 		return fmt.Errorf("%w: a %s frame written after the last answer", ErrProtocol, h.Type)
-	}
-	var b [1]byte
-	n, rerr := -1, error(nil)
-	if err := rc.Read(func(fd uintptr) bool {
-		n, rerr = syscall.Read(int(fd), b[:])
-		return true // never wait: this only looks for end of file
-	}); err != nil {
-		w.Kill()
-		<-w.exited
-		return fmt.Errorf("%w: reading its protocol pipe: %w", ErrExited, err)
-	}
-	switch {
-	case n > 0: // written just now, after FIONREAD looked
-		w.Kill()
-		<-w.exited
-		return fmt.Errorf("%w: bytes written after the last answer", ErrProtocol)
 	case n == 0 && rerr == nil: // end of file: the worker closed its end, most likely exiting
 		select {
 		case <-w.exited:
@@ -262,17 +249,25 @@ func (w *Worker) checkQuiet() error {
 			<-w.exited
 		}
 		return fmt.Errorf("%w: it closed its protocol pipe%s", ErrExited, w.describeExit())
+	case w.hasExited(): // nothing to read, the pipe held open by a child it left
+		return fmt.Errorf("%w%s", ErrExited, w.describeExit())
 	}
 	return nil
 }
 
-// ioctlInt runs an ioctl whose argument is a pointer to an int it fills.
-func ioctlInt(fd uintptr, req uintptr) (int, error) {
-	var n int32
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, req, uintptr(unsafe.Pointer(&n))); e != 0 {
-		return 0, e
+// pipeReader is what w.in reads: the bytes checkQuiet took from the pipe first, then the pipe.
+type pipeReader struct {
+	f     *os.File
+	early []byte
+}
+
+func (r *pipeReader) Read(p []byte) (int, error) {
+	if len(r.early) > 0 {
+		n := copy(p, r.early)
+		r.early = r.early[n:]
+		return n, nil
 	}
-	return int(n), nil
+	return r.f.Read(p)
 }
 
 // batchLen is the number of bytes of the calls' frames held in memory.

@@ -74,12 +74,13 @@ const exitDrain = 100 * time.Millisecond
 // Worker is one running PHP process.
 type Worker struct {
 	pid     int
-	kill    func()   // SIGKILL to the process group, until the process has been reaped
-	toPHP   *os.File // fd 3 in the worker
-	fromPHP *os.File // fd 4 in the worker
-	in      *bufio.Reader
-	out     []byte // reused write buffer for batches
-	payload []byte // reused read buffer for answer frames
+	kill    func()        // SIGKILL to the process group, until the process has been reaped
+	toPHP   *os.File      // fd 3 in the worker
+	fromPHP *os.File      // fd 4 in the worker
+	in      *bufio.Reader // reads pipe
+	pipe    pipeReader    // fromPHP, after what checkQuiet read
+	out     []byte        // reused write buffer for batches
+	payload []byte        // reused read buffer for answer frames
 	nextID  uint32
 	x       exchange // the batch being run, between Exec and Finish
 	opts    Options
@@ -134,12 +135,13 @@ func Start(ctx context.Context, opts Options) (*Worker, error) {
 		kill:    proc.kill,
 		toPHP:   reqW,
 		fromPHP: respR,
-		in:      bufio.NewReaderSize(respR, 64<<10),
 		opts:    opts,
 		log:     opts.Logger.With("pid", proc.pid),
 		started: time.Now(),
 		exited:  make(chan struct{}),
 	}
+	w.pipe.f = respR
+	w.in = bufio.NewReaderSize(&w.pipe, 64<<10)
 	w.output.log = w.log
 	go func() {
 		w.exitErr = w.output.reap(proc, outR, errR)

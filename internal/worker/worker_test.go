@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/peregrinephp/peregrine/internal/protocol"
 )
@@ -181,25 +182,55 @@ func TestExecLargeRequestAndAnswer(t *testing.T) {
 // TestExecRefusesBytesAfterAnAnswer: what a worker writes after its answer is never taken for
 // the next request's answer; that request is reported as never started.
 func TestExecRefusesBytesAfterAnAnswer(t *testing.T) {
-	w := start(t, "app.php")
-	cs, _ := calls(t, "/forge")
-	if _, err := w.Exec(context.Background(), cs, 5*time.Second, -1, nil); err != nil {
+	for _, tt := range []struct {
+		name    string
+		arrived func(t *testing.T, w *Worker) bool // the forged frame can be seen
+	}{
+		{"read ahead", func(_ *testing.T, w *Worker) bool {
+			if w.fromPHP.SetReadDeadline(time.Now().Add(50*time.Millisecond)) != nil {
+				return false
+			}
+			_, err := w.in.Peek(1)
+			return err == nil
+		}},
+		{"still in the pipe", func(t *testing.T, w *Worker) bool {
+			n := pipeHolds(t, w.fromPHP)
+			if n == 0 {
+				time.Sleep(10 * time.Millisecond)
+			}
+			return n > 0
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := start(t, "app.php")
+			cs, _ := calls(t, "/forge")
+			if _, err := w.Exec(context.Background(), cs, 5*time.Second, -1, nil); err != nil {
+				t.Fatal(err)
+			}
+			cs, as := calls(t, "/pid")
+			// The forged frame is written after the answer: give it the time to arrive.
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !tt.arrived(t, w); {
+			}
+			_, err := w.Exec(context.Background(), cs, 5*time.Second, -1, nil)
+			if !errors.Is(err, ErrProtocol) || cs[0].Outcome != Unread || as[0].status != 0 {
+				t.Fatalf("err %v, outcome %s, answer %+v", err, outcomes(cs), as[0])
+			}
+		})
+	}
+}
+
+// pipeHolds is how many bytes wait in the pipe f reads, as FIONREAD tells.
+func pipeHolds(t *testing.T, f *os.File) int {
+	t.Helper()
+	rc, err := f.SyscallConn()
+	if err != nil {
 		t.Fatal(err)
 	}
-	cs, as := calls(t, "/pid")
-	var err error
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-		// The forged frame is written after the answer: give it the time to arrive.
-		if w.fromPHP.SetReadDeadline(time.Now().Add(50*time.Millisecond)) == nil {
-			if _, perr := w.in.Peek(1); perr == nil {
-				break
-			}
-		}
-	}
-	_, err = w.Exec(context.Background(), cs, 5*time.Second, -1, nil)
-	if !errors.Is(err, ErrProtocol) || cs[0].Outcome != Unread || as[0].status != 0 {
-		t.Fatalf("err %v, outcome %s, answer %+v", err, outcomes(cs), as[0])
-	}
+	var n int32
+	_ = rc.Control(func(fd uintptr) {
+		_, _, _ = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+	})
+	return int(n)
 }
 
 func TestExecCancelKills(t *testing.T) {
