@@ -282,6 +282,16 @@ func TestTablesSweepAndInitFailure(t *testing.T) {
 	}
 }
 
+// TestTablesInitHasNoTimeLimit: tables.init runs to its end however long it loads, as php from
+// a shell would, even where php.ini or workers.php_ini set max_execution_time for requests (the
+// HighLoad Cup example's full data took longer than Debian's 30 s on a slow host).
+func TestTablesInitHasNoTimeLimit(t *testing.T) {
+	s := startServer(t, tablesYAML(t, 1, "  env: { TABLE_INIT_CPU_MS: '2500' }\n  php_ini: { max_execution_time: '1' }\n"))
+	if got := string(get(t, s.URL+"/get?table=counters&key=2").Body); got != `{"n":42}` {
+		t.Errorf("the row tables.init wrote = %s", got)
+	}
+}
+
 // TestHighLoadCupExample: examples/highloadcup at the small size answers a fixed list of the
 // contest's requests (GETs of every kind, POST updates and creations, each followed by GETs that
 // must see them on either of two workers) exactly as reference.php computes them in plain PHP

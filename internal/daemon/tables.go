@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"strings"
@@ -56,10 +57,18 @@ func startTables(ctx context.Context, cfg config.Config, log *slog.Logger) (*sha
 }
 
 // runInit runs tables.init to its end as a worker would run (same runtime, directory and
-// environment), with nothing on fds 3 and 4, which the native runtime insists on.
+// environment), with nothing on fds 3 and 4, which the native runtime insists on. It has no time
+// limit, as `php` run from a shell has none: a data load is not a request, and php.ini's
+// max_execution_time (30 s in Debian's, which the native runtime reads) or workers.php_ini's
+// would end it half done. A -d in the init command itself still sets one.
 func (t *sharedTables) runInit(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	c := cfg
 	c.Workers.Command = cfg.Tables.Init
+	c.Workers.PHPIni = maps.Clone(cfg.Workers.PHPIni)
+	if c.Workers.PHPIni == nil {
+		c.Workers.PHPIni = map[string]string{}
+	}
+	c.Workers.PHPIni["max_execution_time"] = "0"
 	argv, _, err := workerArgv(c, "")
 	if err != nil {
 		return fmt.Errorf("tables.init: %w", err)
