@@ -84,7 +84,7 @@ func Listen(addr string, h http.Handler, opts ServerOptions) (*Server, error) {
 		IdleTimeout:       opts.IdleTimeout,
 		MaxHeaderBytes:    srv.MaxHeaderBytes,
 		ConnContext:       ConnContext,
-		HandOff:           s.h2.hand,
+		HandOff:           func(c net.Conn) { s.h2.hand(coalesceWrites(c)) }, // coalesce.go
 		Logger:            log,
 	}
 	srv.Protocols.SetHTTP1(true)
@@ -104,7 +104,7 @@ func Listen(addr string, h http.Handler, opts ServerOptions) (*Server, error) {
 			srv.TLSConfig.NextProtos = append(srv.TLSConfig.NextProtos, p)
 		}
 	}
-	s.ln = tls.NewListener(ln, srv.TLSConfig)
+	s.ln = tls.NewListener(coalesceListener{ln}, srv.TLSConfig)
 	return s, nil
 }
 
