@@ -139,7 +139,9 @@ func (r *Root) sendFile(w http.ResponseWriter, req *http.Request, file, ctype st
 	}
 	w.WriteHeader(http.StatusOK)
 	if req.Method != http.MethodHead {
-		_, _ = io.CopyN(w, fh, e.size)
+		// A section, not fh: http1 sends it by sendfile from its offset, without the lseek
+		// that fh's file offset would need (http1/sendfile.go); anything else reads it by pread.
+		_, _ = io.Copy(w, io.NewSectionReader(fh.f, 0, e.size))
 	}
 }
 

@@ -33,9 +33,10 @@ type conn struct {
 	ctx    context.Context
 	state  atomic.Int32
 
-	cr connReader
-	br *bufio.Reader
-	bw *bufio.Writer
+	cr  connReader
+	br  *bufio.Reader
+	bw  *bufio.Writer
+	out sockWriter // what bw writes to (sendfile.go)
 
 	tls     *tls.ConnectionState // after the handshake, for every request's r.TLS
 	head    headReader
@@ -51,6 +52,7 @@ var bufReaders, bufWriters sync.Pool
 func newConn(s *Server, rwc net.Conn) *conn {
 	c := &conn{s: s, rwc: rwc}
 	c.cr.c = c
+	c.out.conn = rwc
 	if v := bufReaders.Get(); v != nil {
 		c.br = v.(*bufio.Reader)
 		c.br.Reset(&c.cr)
@@ -59,9 +61,9 @@ func newConn(s *Server, rwc net.Conn) *conn {
 	}
 	if v := bufWriters.Get(); v != nil {
 		c.bw = v.(*bufio.Writer)
-		c.bw.Reset(rwc)
+		c.bw.Reset(&c.out)
 	} else {
-		c.bw = bufio.NewWriterSize(rwc, bufSize)
+		c.bw = bufio.NewWriterSize(&c.out, bufSize)
 	}
 	c.watch.c = c
 	return c
@@ -300,7 +302,7 @@ func (c *conn) refuse(se *statusError) {
 		text += ": " + se.msg
 	}
 	text += "\n"
-	c.bw.Reset(c.rwc)
+	c.bw.Reset(&c.out)
 	_, _ = c.bw.WriteString("HTTP/1.1 " + strconv.Itoa(se.code) + " " + http.StatusText(se.code) +
 		"\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\nContent-Length: " +
 		strconv.Itoa(len(text)) + "\r\n\r\n" + text)

@@ -341,6 +341,11 @@ func (w *response) ReadFrom(src io.Reader) (int64, error) {
 	if w.chunked || w.req.Method == http.MethodHead || !bodyAllowed(w.status) || !ok {
 		return io.Copy(writerOnly{w}, src)
 	}
+	if f, off, n, ok := fileSection(src, w.contentLength-w.written); ok && n > 0 && w.contentLength >= 0 {
+		if raw := socketOf(w.c.rwc); raw != nil {
+			return w.sendFile(raw, f, off, n) // sendfile.go
+		}
+	}
 	// The head waits in the socket (TCP_CORK) for the file, as nginx's tcp_nopush holds it:
 	// both leave in full segments, sent by this call rather than by the client's reads.
 	if raw := corked(w.c.rwc); raw != nil {
@@ -367,6 +372,19 @@ func (w *response) ReadFrom(src io.Reader) (int64, error) {
 }
 
 type writerOnly struct{ io.Writer }
+
+// socketOf returns c's TCP socket, or nil when c is not a TCP connection (TLS, a pipe).
+func socketOf(c net.Conn) syscall.RawConn {
+	sc, ok := c.(syscall.Conn)
+	if _, tcp := c.LocalAddr().(*net.TCPAddr); !ok || !tcp {
+		return nil
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return raw
+}
 
 // corked sets TCP_CORK on c's socket and returns the socket, for setCork(raw, 0) after the
 // file; nil when c has no socket or the option cannot be set (not TCP). Clearing it sends what

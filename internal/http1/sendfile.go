@@ -1,0 +1,134 @@
+package http1
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+)
+
+// A file answer, as the standard library sends it, costs five system calls besides the
+// request's read: TCP_CORK on, the head's write, an lseek to put the file's offset where the
+// answer starts, sendfile, TCP_CORK off. A section of a file (an *io.SectionReader over an
+// *os.File, which docroot gives) is sent here in two: the head written with MSG_MORE, which
+// holds it in the kernel for what follows, as the cork did, and a sendfile from the section's
+// offset, which leaves the file's own offset alone (so docroot's cached descriptors need no
+// lseek) and, being the last of the answer, sends the head with the file's first bytes.
+
+// sockWriter is what a connection's bufio.Writer writes to: the connection, or, while more is
+// set, its socket with MSG_MORE.
+type sockWriter struct {
+	conn net.Conn
+	raw  syscall.RawConn // set with more
+	more bool
+}
+
+func (s *sockWriter) Write(p []byte) (int, error) {
+	if !s.more {
+		return s.conn.Write(p)
+	}
+	var n int
+	var err error
+	werr := s.raw.Write(func(fd uintptr) bool {
+		for n < len(p) {
+			var m int
+			m, err = syscall.SendmsgN(int(fd), p[n:], nil, nil, syscall.MSG_MORE|syscall.MSG_NOSIGNAL)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err == syscall.EAGAIN {
+				return false // wait until the socket has room
+			}
+			if err != nil {
+				return true
+			}
+			n += m
+		}
+		return true
+	})
+	if err == nil || err == syscall.EAGAIN {
+		err = werr
+	}
+	if err != nil {
+		return n, &net.OpError{Op: "write", Net: "tcp", Err: err}
+	}
+	return n, nil
+}
+
+// fileSection returns the file, offset and length that src reads, at most limit bytes of it,
+// when src is an *io.SectionReader over an *os.File, alone or under an *io.LimitedReader.
+func fileSection(src io.Reader, limit int64) (f *os.File, off, n int64, ok bool) {
+	if lr, isLR := src.(*io.LimitedReader); isLR {
+		src, limit = lr.R, min(limit, lr.N)
+	}
+	sr, isSR := src.(*io.SectionReader)
+	if !isSR {
+		return nil, 0, 0, false
+	}
+	outer, base, size := sr.Outer()
+	if f, ok = outer.(*os.File); !ok {
+		return nil, 0, 0, false
+	}
+	pos, err := sr.Seek(0, io.SeekCurrent) // no system call: the reader's own position
+	if err != nil {
+		return nil, 0, 0, false
+	}
+	return f, base + pos, max(0, min(size-pos, limit)), true
+}
+
+// errFileShrank is a file that ended before the length its answer declared.
+var errFileShrank = errors.New("http1: file shorter than its declared length")
+
+// sendFile writes the connection's buffered head with MSG_MORE and then n bytes of f from off
+// by sendfile, through raw, the connection's socket. Write deadlines apply to both.
+func (w *response) sendFile(raw syscall.RawConn, f *os.File, off, n int64) (int64, error) {
+	out := &w.c.out
+	out.raw, out.more = raw, true
+	err := w.c.bw.Flush()
+	out.raw, out.more = nil, false
+	if err != nil {
+		w.err = err
+		return 0, err
+	}
+	fraw, err := f.SyscallConn()
+	if err != nil {
+		w.err = err
+		return 0, err
+	}
+	var sent int64
+	var serr error
+	cerr := fraw.Control(func(ffd uintptr) {
+		werr := raw.Write(func(sfd uintptr) bool {
+			for sent < n {
+				m, e := syscall.Sendfile(int(sfd), int(ffd), &off, int(min(n-sent, 1<<30)))
+				if m > 0 {
+					sent += int64(m)
+				}
+				switch {
+				case e == syscall.EINTR:
+				case e == syscall.EAGAIN:
+					return false // wait until the socket has room
+				case e != nil:
+					serr = &net.OpError{Op: "sendfile", Net: "tcp", Err: e}
+					return true
+				case m == 0:
+					serr = errFileShrank
+					return true
+				}
+			}
+			return true
+		})
+		if serr == nil {
+			serr = werr
+		}
+	})
+	w.written += sent
+	if serr == nil {
+		serr = cerr
+	}
+	if serr != nil {
+		w.err = serr
+	}
+	return sent, serr
+}

@@ -1,0 +1,142 @@
+package http1
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sectionServer serves, on GET /?off=O&n=N&limit=L, N bytes of a file from O as an
+// *io.SectionReader, with Content-Length N, under an io.LimitedReader of L when L is given
+// (io.CopyN's shape). It returns the address, the file's content, path and open file.
+func sectionServer(t *testing.T, size int) (addr string, content []byte, path string, f *os.File) {
+	t.Helper()
+	content = make([]byte, size)
+	for i := range content {
+		content[i] = byte(i*7 + i/251)
+	}
+	path = filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	addr = serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		off, _ := strconv.ParseInt(q.Get("off"), 10, 64)
+		n, _ := strconv.ParseInt(q.Get("n"), 10, 64)
+		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+		var src io.Reader = io.NewSectionReader(f, off, n)
+		if l := q.Get("limit"); l != "" {
+			limit, _ := strconv.ParseInt(l, 10, 64)
+			src = io.LimitReader(src, limit)
+		}
+		_, _ = w.(io.ReaderFrom).ReadFrom(src)
+	}))
+	return addr, content, path, f
+}
+
+// TestFileSectionsArriveWhole: sections of every size around the socket's and a pipe's buffers,
+// from the start and from inside the file, several on one keep-alive connection (the head of
+// each answer waits in the kernel with MSG_MORE: none may be held back), and a section that
+// the file's descriptor reads from its own offset, which the sends must not move.
+func TestFileSectionsArriveWhole(t *testing.T) {
+	const size = 3 << 20
+	addr, content, _, f := sectionServer(t, size)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for _, tc := range []struct{ off, n int }{
+		{0, 1}, {0, 100}, {5, bufSize - 1}, {0, bufSize}, {1, bufSize + 1}, {0, 64<<10 - 1},
+		{3, 64 << 10}, {0, 64<<10 + 1}, {12345, 1 << 20}, {0, size}, {size - 10, 10},
+	} {
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := fmt.Fprintf(c, "GET /?off=%d&n=%d HTTP/1.1\r\nHost: h\r\n\r\n", tc.off, tc.n); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("off %d, n %d: %v", tc.off, tc.n, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || !bytes.Equal(body, content[tc.off:tc.off+tc.n]) {
+			t.Fatalf("off %d, n %d: %d bytes, %v: not the section", tc.off, tc.n, len(body), err)
+		}
+	}
+	if pos, err := f.Seek(0, io.SeekCurrent); pos != 0 || err != nil {
+		t.Errorf("the file's own offset moved to %d (%v)", pos, err)
+	}
+}
+
+// TestFileSectionUnderALimit: io.CopyN's LimitedReader over a section bounds what is sent, and
+// so does the declared length.
+func TestFileSectionUnderALimit(t *testing.T) {
+	addr, content, _, _ := sectionServer(t, 1<<20)
+	got := exchange(t, addr, "GET /?off=10&n=300000&limit=200000 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+	_, body, ok := strings.Cut(got, "\r\n\r\n")
+	// 200,000 bytes of a declared 300,000: the answer is cut short, and the connection ends.
+	if !ok || body != string(content[10:10+200000]) {
+		t.Errorf("%d bytes of body, want the section's first 200000", len(body))
+	}
+}
+
+// TestFileThatShrankEndsTheConnection: a file shorter than the length declared for it ends the
+// connection after what it had, instead of waiting for bytes that will not come.
+func TestFileThatShrankEndsTheConnection(t *testing.T) {
+	addr, content, path, _ := sectionServer(t, 200000)
+	if err := os.Truncate(path, 150000); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string, 1)
+	go func() {
+		done <- exchange(t, addr, "GET /?off=0&n=200000 HTTP/1.1\r\nHost: h\r\n\r\n")
+	}()
+	select {
+	case got := <-done:
+		_, body, _ := strings.Cut(got, "\r\n\r\n")
+		if !strings.Contains(got, "Content-Length: 200000\r\n") || body != string(content[:150000]) {
+			t.Errorf("%d bytes of body, want the 150000 the file still has", len(body))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the answer of a file that shrank never ended")
+	}
+}
+
+// TestClientLeavingDuringAFileFreesTheConnection: a client that reads a little of a big file
+// and leaves; the server goes on serving others.
+func TestClientLeavingDuringAFileFreesTheConnection(t *testing.T) {
+	addr, content, _, _ := sectionServer(t, 32<<20)
+	for range 5 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fmt.Fprintf(c, "GET /?off=0&n=%d HTTP/1.1\r\nHost: h\r\n\r\n", len(content)); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(c, make([]byte, 1000)); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Close()
+	}
+	got := exchange(t, addr, "GET /?off=7&n=70000 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+	if _, body, _ := strings.Cut(got, "\r\n\r\n"); body != string(content[7:70007]) {
+		t.Errorf("after clients left: %d bytes of body, want 70000", len(body))
+	}
+}
