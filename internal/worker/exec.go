@@ -200,6 +200,21 @@ func (w *Worker) endExchange(fate error) error {
 	return fate
 }
 
+// quietProbe is checkQuiet's read of the pipe, kept in the Worker with its buffer and its
+// callback so that the check, made before every exchange, allocates nothing.
+type quietProbe struct {
+	rc   syscall.RawConn
+	read func(fd uintptr) bool // readOnce, bound once
+	buf  [512]byte
+	n    int
+	err  error
+}
+
+func (q *quietProbe) readOnce(fd uintptr) bool {
+	q.n, q.err = syscall.Read(int(fd), q.buf[:])
+	return true // never wait: this only looks
+}
+
 // checkQuiet makes sure the worker wrote nothing since its last answer but, possibly, that it
 // exits (DONE with LAST), and that it still runs: a worker that wrote anything else broke the
 // protocol, and what it wrote must not pass for the next request's answer. It costs one read
@@ -212,21 +227,22 @@ func (w *Worker) checkQuiet() error {
 	}
 	n, rerr := 0, error(syscall.EAGAIN)
 	if w.in.Buffered() == 0 {
-		rc, err := w.fromPHP.SyscallConn()
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrExited, err)
+		q := &w.quiet
+		if q.rc == nil {
+			rc, err := w.fromPHP.SyscallConn()
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrExited, err)
+			}
+			q.rc, q.read = rc, q.readOnce
 		}
-		var b [512]byte
-		if err := rc.Read(func(fd uintptr) bool {
-			n, rerr = syscall.Read(int(fd), b[:])
-			return true // never wait: this only looks
-		}); err != nil {
+		if err := q.rc.Read(q.read); err != nil {
 			w.Kill()
 			<-w.exited
 			return fmt.Errorf("%w: reading its protocol pipe: %w", ErrExited, err)
 		}
+		n, rerr = q.n, q.err
 		if n > 0 {
-			w.pipe.early = append(w.pipe.early[:0], b[:n]...) // read first by w.in
+			w.pipe.early = append(w.pipe.early[:0], q.buf[:n]...) // read first by w.in
 		}
 	} else {
 		n, rerr = w.in.Buffered(), nil

@@ -79,6 +79,7 @@ type Worker struct {
 	fromPHP *os.File      // fd 4 in the worker
 	in      *bufio.Reader // reads pipe
 	pipe    pipeReader    // fromPHP, after what checkQuiet read
+	quiet   quietProbe    // checkQuiet's, made once
 	out     []byte        // reused write buffer for batches
 	payload []byte        // reused read buffer for answer frames
 	nextID  uint32

@@ -62,7 +62,8 @@ func start(t *testing.T, script string) *Worker {
 
 func request(t *testing.T, path string) []byte {
 	t.Helper()
-	b, err := protocol.AppendRequest(nil, 0, &protocol.Request{Method: "GET", URI: path, Path: path, Protocol: "HTTP/1.1"})
+	p, q, _ := strings.Cut(path, "?")
+	b, err := protocol.AppendRequest(nil, 0, &protocol.Request{Method: "GET", URI: path, Path: p, Query: q, Protocol: "HTTP/1.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,26 +185,35 @@ func TestExecLargeRequestAndAnswer(t *testing.T) {
 func TestExecRefusesBytesAfterAnAnswer(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
+		forge   string                             // the request that forges a frame after its answer
 		arrived func(t *testing.T, w *Worker) bool // the forged frame can be seen
 	}{
-		{"read ahead", func(_ *testing.T, w *Worker) bool {
+		{"read ahead", "/forge", func(_ *testing.T, w *Worker) bool {
 			if w.fromPHP.SetReadDeadline(time.Now().Add(50*time.Millisecond)) != nil {
 				return false
 			}
 			_, err := w.in.Peek(1)
 			return err == nil
 		}},
-		{"still in the pipe", func(t *testing.T, w *Worker) bool {
+		{"still in the pipe", "/forge?delay=100", func(t *testing.T, w *Worker) bool {
 			n := pipeHolds(t, w.fromPHP)
 			if n == 0 {
 				time.Sleep(10 * time.Millisecond)
 			}
 			return n > 0
 		}},
+		// More than checkQuiet's one read takes: the frame is judged on what that read got.
+		{"longer than the probe", "/forge?delay=100&pad=5000", func(t *testing.T, w *Worker) bool {
+			n := pipeHolds(t, w.fromPHP)
+			if n < 5000 {
+				time.Sleep(10 * time.Millisecond)
+			}
+			return n >= 5000
+		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := start(t, "app.php")
-			cs, _ := calls(t, "/forge")
+			cs, _ := calls(t, tt.forge)
 			if _, err := w.Exec(context.Background(), cs, 5*time.Second, -1, nil); err != nil {
 				t.Fatal(err)
 			}

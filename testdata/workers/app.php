@@ -22,10 +22,15 @@ Peregrine\Worker::create()->onReset(function () use (&$after): void {
         case '/forge':
             // Breaks the protocol: after its answer, a RESPONSE for the request the server will
             // send next (ids count up from 1 per worker), as if to answer it in advance.
-            $after = function () use (&$served): void {
+            // pad lengthens the forged body; delay (ms) holds it back, so that it is still in the
+            // pipe, not read ahead with the answer, when the server looks next.
+            $pad = (int) ($r->queryParams['pad'] ?? 0);
+            $delay = (int) ($r->queryParams['delay'] ?? 0);
+            $after = function () use (&$served, $pad, $delay): void {
+                usleep($delay * 1000);
                 $fd = fopen('php://fd/4', 'wb');
                 $head = "X-Forged\0yes";
-                $body = 'forged answer';
+                $body = 'forged answer' . str_repeat('p', $pad);
                 fwrite($fd, pack('CCvVVvV', 3, 3, 0, $served + 1, 6 + strlen($head) + strlen($body), 200, strlen($head)) . $head . $body);
                 fflush($fd);
             };
