@@ -485,6 +485,8 @@ func (r *report) targets() []target {
 		switch {
 		case c.systems[1] == sysFPM && strings.HasPrefix(c.app, "WordPress"):
 			ts = append(ts, target{fmt.Sprintf("classic mode, %s ≥ 1.0× nginx + PHP-FPM (issue 12)", c.app), figure, v >= 1})
+		case c.systems[1] == sysFPM && strings.HasPrefix(c.app, "MediaWiki"):
+			ts = append(ts, target{fmt.Sprintf("classic mode, %s ≥ 1.0× nginx + PHP-FPM (issue 16)", c.app), figure, v >= 1})
 		case c.systems[1] == sysFPM:
 			ts = append(ts, target{"classic mode, hello world ≥ 1.5× nginx + PHP-FPM (issue 12)", figure, v >= 1.5})
 		case c.systems[1] == sysCLI:
