@@ -225,7 +225,8 @@ func (w *Worker) checkQuiet() error {
 	if err := w.fromPHP.SetReadDeadline(time.Time{}); err != nil {
 		return fmt.Errorf("%w: %w", ErrExited, err)
 	}
-	n, rerr := 0, error(syscall.EAGAIN)
+	var n int
+	var rerr error
 	if w.in.Buffered() == 0 {
 		q := &w.quiet
 		if q.rc == nil {
