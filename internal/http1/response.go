@@ -387,15 +387,10 @@ func socketOf(c net.Conn) syscall.RawConn {
 }
 
 // corked sets TCP_CORK on c's socket and returns the socket, for setCork(raw, 0) after the
-// file; nil when c has no socket or the option cannot be set (not TCP). Clearing it sends what
-// waits.
+// file; nil when c is not a TCP connection. Clearing it sends what waits.
 func corked(c net.Conn) syscall.RawConn {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil || setCork(raw, 1) != nil {
+	raw := socketOf(c)
+	if raw == nil || setCork(raw, 1) != nil {
 		return nil
 	}
 	return raw
