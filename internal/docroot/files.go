@@ -23,6 +23,10 @@ import (
 // Opening one more descriptor for an entry (all of its descriptors busy) compares too, so a
 // change seen that way is taken at once.
 //
+// Contents: a small file's bytes (at most smallFile) are kept with its entry, up to maxContent
+// bytes in all, read once when the entry is made: its answer then leaves in one writev with the
+// head, where a sendfile would need a second system call. They are dropped with the entry.
+//
 // Descriptors: each busy descriptor belongs to one request (sendfile moves the file's offset, so
 // a descriptor is never shared by two answers); idle ones wait in their entry, at most
 // maxIdlePerFile per file and maxIdle in all, and are all closed when the process runs out of
@@ -41,6 +45,7 @@ type fileCache struct {
 	mu       sync.Mutex
 	entries  map[string]*cachedFile // by path; guarded by mu; at most maxFileEntries
 	idle     int                    // idle descriptors in all entries; guarded by mu
+	content  int                    // bytes of file contents held by the entries; guarded by mu
 	sweeping bool                   // a sweep is scheduled; guarded by mu
 }
 
@@ -48,6 +53,9 @@ const (
 	maxFileEntries = 1024
 	maxIdlePerFile = 32
 	maxIdle        = 256 // in all, and at most a sixteenth of the descriptors the process may open
+
+	smallFile  = 32 << 10 // the largest file whose contents an entry keeps
+	maxContent = 4 << 20  // file contents kept in all
 )
 
 // cachedFile is one file the cache knows. Its fields but idle, checked and dropped are fixed
@@ -62,6 +70,9 @@ type cachedFile struct {
 	etag         []string // nginx's "mtime-size"
 	lastModified []string // nil for a zero or epoch time, which net/http does not send
 	length       []string // size in decimal, the Content-Length
+	// content is the file's bytes for a small file (see fileCache), else nil. It is the file
+	// as id describes it: read, then checked against a second fstat.
+	content []byte
 
 	checked time.Time  // last compared with the path; guarded by the cache's mu
 	idle    []*os.File // open on the file, offsets anywhere; guarded by mu
@@ -179,6 +190,18 @@ func (c *fileCache) open(path string, known *cachedFile, now time.Time) (*fileHa
 		return &fileHandle{f: f, e: cur, kernel: true}, nil
 	}
 	e := newCachedFile(path, fi, id, now)
+	if e.size > 0 && e.size <= smallFile && c.content+int(e.size) <= maxContent {
+		c.mu.Unlock()
+		content := readWhole(f, e.size, id)
+		c.mu.Lock()
+		if cur := c.entries[path]; cur != nil && !cur.dropped && cur.id == id {
+			return &fileHandle{f: f, e: cur, kernel: true}, nil // made meanwhile
+		}
+		if content != nil && c.content+len(content) <= maxContent {
+			e.content = content
+			c.content += len(content)
+		}
+	}
 	if cur := c.entries[path]; cur != nil {
 		c.drop(cur)
 	} else if len(c.entries) >= maxFileEntries {
@@ -205,6 +228,23 @@ func newCachedFile(path string, fi os.FileInfo, id fileID, now time.Time) *cache
 	return e
 }
 
+// readWhole returns the size bytes of f, nil when it cannot read them all or f is no longer the
+// file id describes (written to meanwhile). It reads from offset 0, leaving f's offset alone.
+func readWhole(f *os.File, size int64, id fileID) []byte {
+	b := make([]byte, size)
+	if n, err := f.ReadAt(b, 0); n != len(b) || err != nil && err != io.EOF {
+		return nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	if now, ok := idOf(fi); !ok || now != id {
+		return nil
+	}
+	return b
+}
+
 // forget drops the entry for path when it is still e: the path no longer opens as that file.
 func (c *fileCache) forget(path string, e *cachedFile) {
 	if e == nil {
@@ -223,6 +263,7 @@ func (c *fileCache) drop(e *cachedFile) {
 		delete(c.entries, e.path)
 	}
 	e.dropped = true
+	c.content -= len(e.content) // answers under way keep theirs
 	for _, f := range e.idle {
 		f.Close()
 	}

@@ -414,3 +414,96 @@ func TestFileCacheOutOfDescriptors(t *testing.T) {
 		t.Errorf("out of descriptors: %d %q, want the file", w.Code, w.Body.String())
 	}
 }
+
+// TestFileCacheContents: a small file's bytes are kept with its entry (the empty file and one
+// past smallFile are not), within maxContent in all (files past the budget are still served,
+// from their descriptor), and given back when the entries go; bytes that changed between the
+// open and the read are not kept.
+func TestFileCacheContents(t *testing.T) {
+	dir := t.TempDir()
+	r, _ := New(dir, Options{})
+	t.Cleanup(func() { closeCache(r) })
+	r.files.ttl = time.Hour
+	fill := func(n, seed int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte('a' + (i*7+seed)%26)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		size int
+		kept bool
+	}{{0, false}, {1, true}, {4 << 10, true}, {smallFile, true}, {smallFile + 1, false}} {
+		name := "s" + strconv.Itoa(tc.size) + ".txt"
+		want := fill(tc.size, tc.size)
+		if err := os.WriteFile(filepath.Join(dir, name), want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // made, then from the cache
+			if w := serve(r, "GET", "/"+name); w.Code != 200 || w.Body.String() != string(want) {
+				t.Fatalf("%s: %d, %d bytes, want the file's %d", name, w.Code, w.Body.Len(), len(want))
+			}
+		}
+		r.files.mu.Lock()
+		e := r.files.entries[filepath.Join(dir, name)]
+		kept := e != nil && e.content != nil
+		r.files.mu.Unlock()
+		if kept != tc.kept {
+			t.Errorf("%s: contents kept %t, want %t", name, kept, tc.kept)
+		}
+	}
+	closeCache(r)
+
+	files := maxContent/smallFile + 3
+	for i := range files {
+		if err := os.WriteFile(filepath.Join(dir, "b"+strconv.Itoa(i)), fill(smallFile, i), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		for i := range files {
+			if w := serve(r, "GET", "/b"+strconv.Itoa(i)); w.Body.String() != string(fill(smallFile, i)) {
+				t.Fatalf("b%d: %d, %d bytes: not the file", i, w.Code, w.Body.Len())
+			}
+		}
+	}
+	r.files.mu.Lock()
+	held, kept := r.files.content, 0
+	for _, e := range r.files.entries {
+		kept += len(e.content)
+	}
+	r.files.mu.Unlock()
+	if held != kept || held > maxContent || held < maxContent-smallFile {
+		t.Errorf("%d bytes held by the count, %d by the entries, want the same, within %d and at most %d short", held, kept, maxContent, smallFile)
+	}
+	closeCache(r)
+	if r.files.content != 0 {
+		t.Errorf("%d bytes still counted after every entry was dropped", r.files.content)
+	}
+
+	for _, change := range []func(path string) error{
+		func(path string) error { // written in place, same size
+			return os.WriteFile(path, fill(100, 1), 0o644)
+		},
+		func(path string) error { return os.Truncate(path, 50) },
+	} {
+		path := filepath.Join(dir, "c.txt")
+		if err := os.WriteFile(path, fill(100, 0), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, fi, err := openRegular(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := idOf(fi)
+		time.Sleep(10 * time.Millisecond) // a later modification time, on any file system clock
+		if err := change(path); err != nil {
+			t.Fatal(err)
+		}
+		if b := readWhole(f, fi.Size(), id); b != nil {
+			t.Errorf("a file changed after its fstat: %d bytes kept, want none", len(b))
+		}
+		f.Close()
+	}
+}

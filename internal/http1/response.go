@@ -156,6 +156,19 @@ func (w *response) send(p []byte) (int, error) {
 		return len(p), nil
 	}
 	bw := w.c.bw
+	if !w.chunked && len(p) > bw.Available() && bw.Buffered() > 0 {
+		// What is buffered (the head, mostly) and p leave in one writev, where bufio would
+		// fill its buffer, write it, and then write the rest.
+		out := &w.c.out
+		out.tail = p
+		err := bw.Flush()
+		out.tail = nil
+		if err != nil {
+			w.err = err
+			return 0, err
+		}
+		return len(p), nil
+	}
 	if w.chunked {
 		var size [16]byte
 		_, _ = bw.Write(strconv.AppendInt(size[:0], int64(len(p)), 16))
@@ -342,13 +355,13 @@ func (w *response) ReadFrom(src io.Reader) (int64, error) {
 		return io.Copy(writerOnly{w}, src)
 	}
 	if f, off, n, ok := fileSection(src, w.contentLength-w.written); ok && n > 0 && w.contentLength >= 0 {
-		if raw := socketOf(w.c.rwc); raw != nil {
+		if raw := w.c.out.socket(); raw != nil {
 			return w.sendFile(raw, f, off, n) // sendfile.go
 		}
 	}
 	// The head waits in the socket (TCP_CORK) for the file, as nginx's tcp_nopush holds it:
 	// both leave in full segments, sent by this call rather than by the client's reads.
-	if raw := corked(w.c.rwc); raw != nil {
+	if raw := w.c.out.socket(); raw != nil && setCork(raw, 1) == nil {
 		defer setCork(raw, 0)
 	}
 	if err := w.c.bw.Flush(); err != nil {
@@ -381,16 +394,6 @@ func socketOf(c net.Conn) syscall.RawConn {
 	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
-		return nil
-	}
-	return raw
-}
-
-// corked sets TCP_CORK on c's socket and returns the socket, for setCork(raw, 0) after the
-// file; nil when c is not a TCP connection. Clearing it sends what waits.
-func corked(c net.Conn) syscall.RawConn {
-	raw := socketOf(c)
-	if raw == nil || setCork(raw, 1) != nil {
 		return nil
 	}
 	return raw

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"unsafe"
 )
 
 // A file answer, as the standard library sends it, costs five system calls besides the
@@ -17,14 +18,31 @@ import (
 // lseek) and, being the last of the answer, sends the head with the file's first bytes.
 
 // sockWriter is what a connection's bufio.Writer writes to: the connection, or, while more is
-// set, its socket with MSG_MORE.
+// set, its socket with MSG_MORE. While tail is set, a write sends tail after its own bytes in
+// one writev on the socket, and counts only its own.
 type sockWriter struct {
 	conn net.Conn
 	raw  syscall.RawConn // set with more
 	more bool
+	tail []byte
+
+	sock      syscall.RawConn // conn's socket, nil when it is not TCP; see socket
+	sockKnown bool
+}
+
+// socket returns the connection's TCP socket, nil when it has none (TLS, a pipe).
+func (s *sockWriter) socket() syscall.RawConn {
+	if !s.sockKnown {
+		s.sock, s.sockKnown = socketOf(s.conn), true
+	}
+	return s.sock
 }
 
 func (s *sockWriter) Write(p []byte) (int, error) {
+	if s.tail != nil {
+		n, err := s.writeTail(p)
+		return min(n, len(p)), err
+	}
 	if !s.more {
 		return s.conn.Write(p)
 	}
@@ -52,6 +70,59 @@ func (s *sockWriter) Write(p []byte) (int, error) {
 	}
 	if err != nil {
 		return n, &net.OpError{Op: "write", Net: "tcp", Err: err}
+	}
+	return n, nil
+}
+
+// writeTail writes p and then s.tail: by writev on the socket, or by two writes when the
+// connection has no socket of its own.
+func (s *sockWriter) writeTail(p []byte) (int, error) {
+	raw := s.socket()
+	if raw == nil {
+		n, err := s.conn.Write(p)
+		if err == nil {
+			var m int
+			m, err = s.conn.Write(s.tail)
+			n += m
+		}
+		return n, err
+	}
+	a, b := p, s.tail
+	var n int
+	var err error
+	werr := raw.Write(func(fd uintptr) bool {
+		for n < len(a)+len(b) {
+			var iov [2]syscall.Iovec
+			cnt := 0
+			if n < len(a) {
+				iov[cnt].Base = &a[n]
+				iov[cnt].SetLen(len(a) - n)
+				cnt++
+			}
+			if off := max(0, n-len(a)); off < len(b) {
+				iov[cnt].Base = &b[off]
+				iov[cnt].SetLen(len(b) - off)
+				cnt++
+			}
+			m, _, e := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(cnt))
+			switch e {
+			case 0:
+				n += int(m)
+			case syscall.EINTR:
+			case syscall.EAGAIN:
+				return false // wait until the socket has room
+			default:
+				err = e
+				return true
+			}
+		}
+		return true
+	})
+	if err == nil {
+		err = werr
+	}
+	if err != nil {
+		return n, &net.OpError{Op: "writev", Net: "tcp", Err: err}
 	}
 	return n, nil
 }

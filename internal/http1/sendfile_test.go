@@ -3,6 +3,7 @@ package http1
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -137,6 +140,149 @@ func TestClientLeavingDuringAFileFreesTheConnection(t *testing.T) {
 	}
 	got := exchange(t, addr, "GET /?off=7&n=70000 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
 	if _, body, _ := strings.Cut(got, "\r\n\r\n"); body != string(content[7:70007]) {
+		t.Errorf("after clients left: %d bytes of body, want 70000", len(body))
+	}
+}
+
+// countingListener counts the writes on its connections that go through net.Conn.Write: an
+// answer sent by writev on the socket adds none.
+type countingListener struct {
+	net.Listener
+	writes atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c, writes: &l.writes}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+func (c *countingConn) SyscallConn() (syscall.RawConn, error) {
+	return c.Conn.(syscall.Conn).SyscallConn()
+}
+
+// TestLargeWritesLeaveWithTheHead: a write larger than the room left in the connection's buffer
+// leaves with what is buffered (the head, an earlier short write) in one writev on the socket:
+// whole and in order for sizes around the buffer and the pending limit, with a head that
+// nearly fills the buffer, several answers on one keep-alive connection, to a client that
+// leaves the socket full for a while (the writev resumes where the kernel stopped), and with
+// no write through the connection for a declared answer. Chunked answers keep bufio's path.
+func TestLargeWritesLeaveWithTheHead(t *testing.T) {
+	const most = 16 << 20
+	content := make([]byte, most)
+	for i := range content {
+		content[i] = byte(i*13 + i/253)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &countingListener{Listener: ln}
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		first, _ := strconv.Atoi(q.Get("first"))
+		n, _ := strconv.Atoi(q.Get("n"))
+		pad, _ := strconv.Atoi(q.Get("pad"))
+		if pad > 0 {
+			w.Header().Set("X-Pad", strings.Repeat("p", pad))
+		}
+		if q.Get("declared") != "" {
+			w.Header().Set("Content-Length", strconv.Itoa(first+n))
+		}
+		if first > 0 {
+			_, _ = w.Write(content[:first])
+		}
+		_, _ = w.Write(content[first : first+n])
+	}), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(cl) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		<-done
+	})
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for _, tc := range []struct {
+		first, n, pad int
+		declared      bool
+		stall         bool // the client reads nothing for a while: the socket fills
+	}{
+		{0, bufSize - 200, 0, true, false},
+		{0, bufSize, 0, true, false},
+		{0, bufSize + 1, 0, true, false},
+		{0, 20 << 10, 0, true, false},
+		{0, 100, bufSize - 150, true, false},
+		{0, pendingSize + 1, bufSize - 150, true, false},
+		{100, bufSize, 0, true, false},
+		{pendingSize, 64 << 10, 0, true, false},
+		{0, most, 0, true, true},
+		{0, 20 << 10, 0, false, false},
+		{0, 1 << 20, 100, false, true},
+	} {
+		name := fmt.Sprintf("first %d, n %d, pad %d, declared %t", tc.first, tc.n, tc.pad, tc.declared)
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		before := cl.writes.Load()
+		q := fmt.Sprintf("first=%d&n=%d&pad=%d", tc.first, tc.n, tc.pad)
+		if tc.declared {
+			q += "&declared=1"
+		}
+		if _, err := fmt.Fprintf(c, "GET /?%s HTTP/1.1\r\nHost: h\r\n\r\n", q); err != nil {
+			t.Fatal(err)
+		}
+		if tc.stall {
+			time.Sleep(200 * time.Millisecond)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || !bytes.Equal(body, content[:tc.first+tc.n]) {
+			t.Fatalf("%s: %d bytes, %v: not what was written", name, len(body), err)
+		}
+		if tc.declared && tc.first+tc.n+tc.pad > bufSize {
+			if w := cl.writes.Load() - before; w != 0 {
+				t.Errorf("%s: %d writes through the connection, want the answer in writev", name, w)
+			}
+		}
+	}
+
+	// Clients that leave in the middle of a writev: the server goes on serving others.
+	for range 3 {
+		lc, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fmt.Fprintf(lc, "GET /?n=%d&declared=1 HTTP/1.1\r\nHost: h\r\n\r\n", most); err != nil {
+			t.Fatal(err)
+		}
+		_ = lc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(lc, make([]byte, 1000)); err != nil {
+			t.Fatal(err)
+		}
+		_ = lc.Close()
+	}
+	got := exchange(t, ln.Addr().String(), "GET /?n=70000&declared=1 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+	if _, body, _ := strings.Cut(got, "\r\n\r\n"); body != string(content[:70000]) {
 		t.Errorf("after clients left: %d bytes of body, want 70000", len(body))
 	}
 }
