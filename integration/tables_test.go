@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,6 +37,30 @@ func tablesYAML(t *testing.T, workers int, extra string) string {
 
 func segmentPath(s *server) string {
 	return filepath.Join("/dev/shm", "peregrine-tables-"+strconv.Itoa(s.cmd.Process.Pid))
+}
+
+// busyWorkers lists the pids of the workers that the admin endpoint at addr shows running a
+// request; none when it cannot be asked.
+func busyWorkers(t *testing.T, addr string) []int {
+	t.Helper()
+	r, err := doErr(t.Context(), "GET", "http://"+addr+"/workers", nil)
+	if err != nil || r.Status != http.StatusOK {
+		return nil
+	}
+	var list []struct {
+		PID   int    `json:"pid"`
+		State string `json:"state"`
+	}
+	if json.Unmarshal(r.Body, &list) != nil {
+		return nil
+	}
+	var pids []int
+	for _, w := range list {
+		if w.State == "busy" && w.PID > 0 {
+			pids = append(pids, w.PID)
+		}
+	}
+	return pids
 }
 
 // workerPIDs lists the server's PHP processes (its own pid carries the tag too).
@@ -103,7 +128,8 @@ func TestTablesWritersKilled(t *testing.T) {
 }
 
 func writersKilled(t *testing.T, fork bool) {
-	s := startServer(t, tablesYAML(t, 4, fmt.Sprintf("  max_queue: 0\n  fork: %v\n", fork)))
+	admin := freeAddr(t)
+	s := startServer(t, tablesYAML(t, 4, fmt.Sprintf("  max_queue: 0\n  fork: %v\n", fork))+"admin:\n  address: "+admin+"\n")
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 6 {
@@ -147,11 +173,14 @@ func writersKilled(t *testing.T, fork bool) {
 		}()
 	}
 	// Kills until 60 landed: on a loaded machine a replaced worker takes longer to boot, so
-	// the count of kills, not a time, ends the test (bounded by a deadline all the same).
+	// the count of kills, not a time, ends the test (bounded by a deadline all the same). Only
+	// workers the server lists as busy are killed: in the middle of a request, where a lock
+	// may be held. A process killed while it boots would only slow the next boot (the
+	// supervisor's backoff) and leave fewer kills to land.
 	kills := 0
 	deadline := time.Now().Add(45 * time.Second)
 	for kills < 60 && time.Now().Before(deadline) {
-		if pids := workerPIDs(s); len(pids) > 0 {
+		if pids := busyWorkers(t, admin); len(pids) > 0 {
 			if syscall.Kill(pids[rand.Intn(len(pids))], syscall.SIGKILL) == nil {
 				kills++
 			}
