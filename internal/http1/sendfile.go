@@ -16,14 +16,17 @@ import (
 // holds it in the kernel for what follows, as the cork did, and a sendfile from the section's
 // offset, which leaves the file's own offset alone (so docroot's cached descriptors need no
 // lseek) and, being the last of the answer, sends the head with the file's first bytes.
+//
+// A body written in one piece larger than the room left in the connection's buffer (a small
+// file docroot holds in memory, a large PHP answer) leaves with what is buffered in one writev,
+// where bufio would write its buffer and then the rest.
 
 // sockWriter is what a connection's bufio.Writer writes to: the connection, or, while more is
 // set, its socket with MSG_MORE. While tail is set, a write sends tail after its own bytes in
 // one writev on the socket, and counts only its own.
 type sockWriter struct {
 	conn net.Conn
-	raw  syscall.RawConn // set with more
-	more bool
+	more bool // only when the connection has a socket
 	tail []byte
 
 	sock      syscall.RawConn // conn's socket, nil when it is not TCP; see socket
@@ -48,7 +51,7 @@ func (s *sockWriter) Write(p []byte) (int, error) {
 	}
 	var n int
 	var err error
-	werr := s.raw.Write(func(fd uintptr) bool {
+	werr := s.socket().Write(func(fd uintptr) bool {
 		for n < len(p) {
 			var m int
 			m, err = syscall.SendmsgN(int(fd), p[n:], nil, nil, syscall.MSG_MORE|syscall.MSG_NOSIGNAL)
@@ -152,12 +155,13 @@ func fileSection(src io.Reader, limit int64) (f *os.File, off, n int64, ok bool)
 var errFileShrank = errors.New("http1: file shorter than its declared length")
 
 // sendFile writes the connection's buffered head with MSG_MORE and then n bytes of f from off
-// by sendfile, through raw, the connection's socket. Write deadlines apply to both.
+// by sendfile, through raw, the connection's socket (sockWriter.socket). Write deadlines apply
+// to both.
 func (w *response) sendFile(raw syscall.RawConn, f *os.File, off, n int64) (int64, error) {
 	out := &w.c.out
-	out.raw, out.more = raw, true
+	out.more = true
 	err := w.c.bw.Flush()
-	out.raw, out.more = nil, false
+	out.more = false
 	if err != nil {
 		w.err = err
 		return 0, err
