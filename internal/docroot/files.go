@@ -24,7 +24,7 @@ import (
 // change seen that way is taken at once.
 //
 // Contents: a small file's bytes (at most smallFile) are kept with its entry, up to maxContent
-// bytes in all, read once when the entry is made: its answer then leaves in one writev with the
+// bytes in all, read once when the entry is made: its answer then leaves in one sendmsg with the
 // head, where a sendfile would need a second system call. They are dropped with the entry.
 //
 // Descriptors: each busy descriptor belongs to one request (sendfile moves the file's offset, so

@@ -140,7 +140,7 @@ func (r *Root) sendFile(w http.ResponseWriter, req *http.Request, file, ctype st
 	w.WriteHeader(http.StatusOK)
 	if req.Method != http.MethodHead {
 		if e.content != nil {
-			_, _ = w.Write(e.content) // with the head in one writev (http1's response.send)
+			_, _ = w.Write(e.content) // with the head in one sendmsg (http1's response.send)
 			return
 		}
 		// A section, not fh: http1 sends it by sendfile from its offset, without the lseek

@@ -157,7 +157,7 @@ func (w *response) send(p []byte) (int, error) {
 	}
 	bw := w.c.bw
 	if !w.chunked && len(p) > bw.Available() && bw.Buffered() > 0 {
-		// What is buffered (the head, mostly) and p leave in one writev, where bufio would
+		// What is buffered (the head, mostly) and p leave in one sendmsg, where bufio would
 		// fill its buffer, write it, and then write the rest.
 		out := &w.c.out
 		out.tail = p

@@ -7,6 +7,8 @@ import (
 	"os"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // A file answer, as the standard library sends it, costs five system calls besides the
@@ -18,12 +20,12 @@ import (
 // lseek) and, being the last of the answer, sends the head with the file's first bytes.
 //
 // A body written in one piece larger than the room left in the connection's buffer (a small
-// file docroot holds in memory, a large PHP answer) leaves with what is buffered in one writev,
-// where bufio would write its buffer and then the rest.
+// file docroot holds in memory, a large PHP answer) leaves with what is buffered in one sendmsg
+// of two iovecs, where bufio would write its buffer and then the rest.
 
 // sockWriter is what a connection's bufio.Writer writes to: the connection, or, while more is
 // set, its socket with MSG_MORE. While tail is set, a write sends tail after its own bytes in
-// one writev on the socket, and counts only its own.
+// one sendmsg on the socket, and counts only its own.
 type sockWriter struct {
 	conn net.Conn
 	more bool // only when the connection has a socket
@@ -42,60 +44,40 @@ func (s *sockWriter) socket() syscall.RawConn {
 }
 
 func (s *sockWriter) Write(p []byte) (int, error) {
-	if s.tail != nil {
+	switch {
+	case s.tail != nil:
 		n, err := s.writeTail(p)
 		return min(n, len(p)), err
+	case s.more:
+		return sendmsg(s.socket(), syscall.MSG_MORE, p, nil)
 	}
-	if !s.more {
-		return s.conn.Write(p)
-	}
-	var n int
-	var err error
-	werr := s.socket().Write(func(fd uintptr) bool {
-		for n < len(p) {
-			var m int
-			m, err = syscall.SendmsgN(int(fd), p[n:], nil, nil, syscall.MSG_MORE|syscall.MSG_NOSIGNAL)
-			if err == syscall.EINTR {
-				continue
-			}
-			if err == syscall.EAGAIN {
-				return false // wait until the socket has room
-			}
-			if err != nil {
-				return true
-			}
-			n += m
-		}
-		return true
-	})
-	if err == nil || err == syscall.EAGAIN {
-		err = werr
-	}
-	if err != nil {
-		return n, &net.OpError{Op: "write", Net: "tcp", Err: err}
-	}
-	return n, nil
+	return s.conn.Write(p)
 }
 
-// writeTail writes p and then s.tail: by writev on the socket, or by two writes when the
+// writeTail writes p and then s.tail: in one sendmsg on the socket, or by two writes when the
 // connection has no socket of its own.
 func (s *sockWriter) writeTail(p []byte) (int, error) {
-	raw := s.socket()
-	if raw == nil {
-		n, err := s.conn.Write(p)
-		if err == nil {
-			var m int
-			m, err = s.conn.Write(s.tail)
-			n += m
-		}
-		return n, err
+	if raw := s.socket(); raw != nil {
+		return sendmsg(raw, 0, p, s.tail)
 	}
-	a, b := p, s.tail
+	n, err := s.conn.Write(p)
+	if err == nil {
+		var m int
+		m, err = s.conn.Write(s.tail)
+		n += m
+	}
+	return n, err
+}
+
+// sendmsg writes a and then b on the socket raw, with flags and MSG_NOSIGNAL, in one system
+// call when the socket has room for both; otherwise it waits for room and goes on where the
+// kernel stopped. Write deadlines apply.
+func sendmsg(raw syscall.RawConn, flags int, a, b []byte) (int, error) {
 	var n int
 	var err error
 	werr := raw.Write(func(fd uintptr) bool {
 		for n < len(a)+len(b) {
-			var iov [2]syscall.Iovec
+			var iov [2]unix.Iovec
 			cnt := 0
 			if n < len(a) {
 				iov[cnt].Base = &a[n]
@@ -107,12 +89,14 @@ func (s *sockWriter) writeTail(p []byte) (int, error) {
 				iov[cnt].SetLen(len(b) - off)
 				cnt++
 			}
-			m, _, e := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(cnt))
+			msg := unix.Msghdr{Iov: &iov[0]}
+			msg.SetIovlen(cnt)
+			m, _, e := unix.Syscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&msg)), uintptr(flags|unix.MSG_NOSIGNAL))
 			switch e {
 			case 0:
 				n += int(m)
-			case syscall.EINTR:
-			case syscall.EAGAIN:
+			case unix.EINTR:
+			case unix.EAGAIN:
 				return false // wait until the socket has room
 			default:
 				err = e
@@ -125,7 +109,7 @@ func (s *sockWriter) writeTail(p []byte) (int, error) {
 		err = werr
 	}
 	if err != nil {
-		return n, &net.OpError{Op: "writev", Net: "tcp", Err: err}
+		return n, &net.OpError{Op: "write", Net: "tcp", Err: err}
 	}
 	return n, nil
 }

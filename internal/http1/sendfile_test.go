@@ -146,7 +146,7 @@ func TestClientLeavingDuringAFileFreesTheConnection(t *testing.T) {
 }
 
 // countingListener counts the writes on its connections that go through net.Conn.Write: an
-// answer sent by writev on the socket adds none.
+// answer sent by sendmsg on the socket adds none.
 type countingListener struct {
 	net.Listener
 	writes atomic.Int64
@@ -190,10 +190,10 @@ func (c *countingConn) SyscallConn() (syscall.RawConn, error) {
 }
 
 // TestLargeWritesLeaveWithTheHead: a write larger than the room left in the connection's buffer
-// leaves with what is buffered (the head, an earlier short write) in one writev on the socket:
+// leaves with what is buffered (the head, an earlier short write) in one sendmsg on the socket:
 // whole and in order for sizes around the buffer and the pending limit, with a head that
 // nearly fills the buffer, several answers on one keep-alive connection, to a client that
-// leaves the socket full for a while (the writev resumes where the kernel stopped), and with
+// leaves the socket full for a while (the sendmsg resumes where the kernel stopped), and with
 // no write through the connection for a declared answer. Chunked answers keep bufio's path.
 func TestLargeWritesLeaveWithTheHead(t *testing.T) {
 	t.Run("socket", func(t *testing.T) { testLargeWrites(t, true) })
@@ -285,12 +285,12 @@ func testLargeWrites(t *testing.T, socket bool) {
 		}
 		if socket && tc.declared && tc.first+tc.n+tc.pad > bufSize {
 			if w := cl.writes.Load() - before; w != 0 {
-				t.Errorf("%s: %d writes through the connection, want the answer in writev", name, w)
+				t.Errorf("%s: %d writes through the connection, want the answer in one sendmsg", name, w)
 			}
 		}
 	}
 
-	// Clients that leave in the middle of a writev: the server goes on serving others.
+	// Clients that leave in the middle of a sendmsg: the server goes on serving others.
 	for range 3 {
 		lc, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {
