@@ -124,11 +124,13 @@ func TestMuxRequestsAfterTheLastWordGoElsewhere(t *testing.T) {
 // boot_timeout after the start.
 func TestMuxOutlivesTheBootTimeout(t *testing.T) {
 	script, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "workers", "interleave.php"))
-	const boot = 500 * time.Millisecond
+	// Long enough for PHP to boot on a loaded machine (500 ms failed under the race detector
+	// with other tests running): the request then sleeps past it.
+	const boot = 2 * time.Second
 	w := started(t, Options{Argv: []string{"php", script}, Env: append(os.Environ(), "PEREGRINE_PROTOCOL=3"), BootTimeout: boot})
 	m := NewMux(context.Background(), w, time.Second, func(error) {})
-	calls, _ := nativeCalls(t, 0, "/sleep?ms="+strconv.Itoa(int(3*boot/time.Millisecond)))
-	m.Do(context.Background(), calls[0], 0) // its answer comes after the boot timeout has passed twice
+	calls, _ := nativeCalls(t, 0, "/sleep?ms="+strconv.Itoa(int((boot+500*time.Millisecond)/time.Millisecond)))
+	m.Do(context.Background(), calls[0], 0) // its answer comes after the boot timeout has passed
 	if calls[0].Outcome != Answered {
 		t.Fatalf("a request answered past boot_timeout: %v %v", calls[0].Outcome, calls[0].Err)
 	}
