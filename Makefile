@@ -5,7 +5,7 @@ ADDRESS ?= 127.0.0.1:8080
 
 include native/native.mk
 
-.PHONY: all setup build run test test-go test-php lint fuzz stress bench clean install deb
+.PHONY: all setup build run test test-go test-fuzz-http1 test-fuzz-websocket test-php lint fuzz stress bench bench-websocket clean install deb
 
 all: build
 
@@ -24,17 +24,37 @@ run: build
 wordpress: build
 	ADDRESS=$(ADDRESS) examples/wordpress/serve.sh
 
-test: setup lint test-go test-php test-native
+test: setup lint test-go test-fuzz-http1 test-fuzz-websocket test-php test-native
 
 lint:
 	@unformatted=$$(gofmt -l cmd internal integration); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags stress ./integration
+	$(GO) vet -tags poison ./internal/worker ./integration
 	$(GO) tool staticcheck ./...
 
+# POISON_TESTS run again in a poison build (docs/protocol.md, "Who owns a request's bytes"):
+# every buffer and body file the server releases is overwritten first.
+POISON_TESTS := TestCall|TestExecHoldsARequestsBytesUntilItEnded|TestFrameCarriesTheRequest|TestBodyOfEverySizeArrivesWhole|TestConcurrentAnswersCarryTheirOwnData|TestLateBodyReadsGetTheirOwnBody|TestRefusedLargePutsKeepTheirWorker|TestLargeRequestsWithLargeAnswersDoNotWedge|TestConcurrentPostsRunAtMostOnce
 test-go:
 	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 -timeout 10m -tags poison -run '$(POISON_TESTS)' ./internal/worker ./internal/pool ./internal/httpserver ./integration
+
+# A few seconds of real fuzzing of the HTTP/1 reader on every test run: FuzzDifferential
+# against net/http's, FuzzConnection for crashes (their seed corpora run in test-go already).
+# Budgets are counts of inputs (a few seconds each on a quiet machine), not durations: a duration
+# races Go's fuzzing coordinator at its deadline and fails with a bare "context deadline
+# exceeded" and no input (go.dev/issue/75804, fixed in Go 1.27; CI has 1.26).
+test-fuzz-http1:
+	$(GO) test ./internal/http1 -run '^$$' -fuzz '^FuzzDifferential$$' -fuzztime 25000x -timeout 5m
+	$(GO) test ./internal/http1 -run '^$$' -fuzz '^FuzzConnection$$' -fuzztime 80000x -timeout 5m
+
+# The same for WebSocket frames after an upgrade: FuzzDifferential against coder/websocket,
+# FuzzHub for crashes, hangs and leaked goroutines.
+test-fuzz-websocket:
+	$(GO) test ./internal/websocket -run '^$$' -fuzz '^FuzzDifferential$$' -fuzztime 6000x -timeout 5m
+	$(GO) test ./internal/websocket -run '^$$' -fuzz '^FuzzHub$$' -fuzztime 800x -timeout 5m
 
 test-php:
 	cd php && phpunit
@@ -46,6 +66,10 @@ fuzz: fuzz-native
 	for f in FuzzDecodeResponse FuzzReadFrame FuzzRequestRoundTrip FuzzDecodeRequest; do \
 	  $(GO) test ./internal/protocol -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 	$(GO) test ./internal/httpserver -run '^$$' -fuzz '^FuzzHandlerFrame$$' -fuzztime $(FUZZTIME)
+	for f in FuzzDifferential FuzzConnection; do \
+	  $(GO) test ./internal/http1 -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
+	for f in FuzzDifferential FuzzHub; do \
+	  $(GO) test ./internal/websocket -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 
 # The stress suite (docs/reliability.md): the real binary and PHP workers under a steady load,
 # one fault at a time, then two 10-minute soaks (exec'd and forked workers); about 30 minutes. The output, with each
@@ -63,7 +87,12 @@ bench: build
 	bash bench/setup.sh
 	$(GO) run ./bench/cmd/bench $(if $(QUICK),-quick)
 
-# make install [PREFIX=/usr/local] [DESTDIR=]: PREFIX/bin/peregrine and peregrine-php (which
+# Issue 26's WebSocket targets on the real server (docs/websocket.md, "Measured").
+bench-websocket: build
+	$(GO) run ./bench/cmd/wsbench -conns 10000 -echo 50
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: PREFIX/bin/peregrine, peregrine-php and its
+# peregrine-php-engine.so (PEREGRINE_PHP_ENGINE, native/engine.c) (peregrine-php
 # finds its runtime beside it) and the PHP library in PREFIX/share/peregrine/php (where
 # --laravel and --symfony find it; a worker script requires its autoload.php). It builds what it
 # installs, without setup.sh; BIN names the daemon binary it builds.
@@ -72,7 +101,7 @@ DESTDIR ?=
 install: native
 	$(GO) build -trimpath -o $(BIN) ./cmd/peregrine
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/peregrine/php
-	install -m 755 $(BIN) $(NATIVE_BIN) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(BIN) $(NATIVE_BIN) $(NATIVE_ENGINE) $(DESTDIR)$(PREFIX)/bin/
 	cp -R php/src php/bin php/autoload.php php/composer.json php/README.md $(DESTDIR)$(PREFIX)/share/peregrine/php/
 	chmod -R u=rwX,go=rX $(DESTDIR)$(PREFIX)/share/peregrine
 

@@ -5,7 +5,9 @@ go 1.26.8
 require (
 	github.com/andybalholm/brotli v1.2.8
 	github.com/caddyserver/certmagic v0.25.6
+	github.com/coder/websocket v1.8.15
 	github.com/fsnotify/fsnotify v1.10.1
+	github.com/gorilla/websocket v1.5.3
 	github.com/klauspost/compress v1.20.3
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0

@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -691,25 +692,37 @@ func dialLoopback() func(ctx context.Context, network, addr string) (net.Conn, e
 	}
 }
 
-// freePorts returns n loopback ports free at the time of the call.
+// freePorts returns n loopback ports free at the time of the call. They come from below the
+// kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by default), so that no
+// listener on port 0 and no outgoing connection of another test can take one between this call
+// and the server's bind, as happened in CI ("admin.address: bind: address already in use").
 func freePorts(t *testing.T, n int) []string {
 	t.Helper()
 	var ports []string
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	for len(ports) < n {
+		p := nextPort.Add(1)
+		if p >= ephemeralFloor {
+			t.Fatal("freePorts: no port left below the ephemeral range")
 		}
-		lns = append(lns, ln)
-		_, p, _ := net.SplitHostPort(ln.Addr().String())
-		ports = append(ports, p)
-	}
-	for _, ln := range lns {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue // taken by someone else: try the next one
+		}
 		ln.Close()
+		ports = append(ports, fmt.Sprint(p))
 	}
 	return ports
 }
+
+// ephemeralFloor is the lowest port the kernel hands out on its own, and nextPort the last port
+// freePorts gave: each test binary starts at its own offset from 20000.
+const ephemeralFloor = 32768
+
+var nextPort = func() *atomic.Int32 {
+	var p atomic.Int32
+	p.Store(int32(20000 + os.Getpid()%1000*10))
+	return &p
+}()
 
 // testCA is a certificate authority made for one test.
 type testCA struct {

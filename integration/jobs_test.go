@@ -75,16 +75,16 @@ func pipelineYAML(t *testing.T, driver string, retries int, backoff, timeout str
 	switch driver {
 	case "redis":
 		ensureRedis(t)
-		stream := "peregrine-it:" + tag
+		stream := "peregrine-it-jobs:" + tag
 		t.Cleanup(func() {
 			rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 			defer rdb.Close()
-			rdb.Del(context.Background(), stream, stream+":delayed", stream+":dead")
+			rdb.Del(context.Background(), stream, stream+":delayed", stream+":dead", stream+":started")
 		})
 		return fmt.Sprintf("    q: { driver: redis, redis: { stream: %q }, retries: %d, backoff: %s, timeout: %s }\n", stream, retries, backoff, timeout)
 	case "nats":
 		ensureNATS(t)
-		stream := "PEREGRINE_IT_" + strings.ToUpper(tag)
+		stream := "PEREGRINE_IT_JOBS_" + strings.ToUpper(tag)
 		t.Cleanup(func() {
 			nc, err := nats.Connect("nats://127.0.0.1:4222")
 			if err != nil {
@@ -92,7 +92,7 @@ func pipelineYAML(t *testing.T, driver string, retries int, backoff, timeout str
 			}
 			defer nc.Close()
 			js, _ := jetstream.New(nc)
-			for _, s := range []string{stream, stream + "_DELAYED", stream + "_DEAD"} {
+			for _, s := range []string{stream, stream + "_DELAYED", stream + "_DEAD", stream + "_STARTED"} {
 				_ = js.DeleteStream(context.Background(), s)
 			}
 		})
@@ -223,8 +223,12 @@ func TestJobsPushedFromHTTPRunOnConsumers(t *testing.T) {
 	}
 }
 
-// TestJobThatThrowsIsRetriedThenDeadLettered: attempts 1..retries+1, each after its backoff;
-// then the job is dead, peregrine jobs says so, and peregrine jobs retry runs it again.
+// TestJobThatThrowsIsRetriedThenDeadLettered: a job that throws runs retries + 1 times, then
+// lies in the dead letters, which peregrine jobs dead lists and shows (payload, the
+// exception's message); revived one by one (jobs retry q ID) and all at once (jobs retry q)
+// it runs again as the attempts of a new life, each of them (issue 25, item 17: on
+// NATS the retries of a revived job reused its first life's message ids and were dropped as
+// duplicates), and dies again; jobs delete q ID removes it.
 func TestJobThatThrowsIsRetriedThenDeadLettered(t *testing.T) {
 	for _, driver := range []string{"memory", "redis", "nats"} {
 		t.Run(driver, func(t *testing.T) {
@@ -232,43 +236,164 @@ func TestJobThatThrowsIsRetriedThenDeadLettered(t *testing.T) {
 			admin := freeAddr(t)
 			s := jobsServer(t, "cli", pipelineYAML(t, driver, 2, "300ms", "10s"), log.path, 2, admin)
 			id := push(t, s, 1, `{"do":"throw"}`, "")[0]
-			eventually(t, 30*time.Second, "three attempts", func() bool {
-				n := 0
+			cfg := writeAdminConfig(t, admin)
+			jobs := func(args ...string) string {
+				t.Helper()
+				out, err := exec.Command(binary, append([]string{"jobs", "-c", cfg}, args...)...).CombinedOutput()
+				if err != nil {
+					t.Fatalf("peregrine jobs %v: %v\n%s", args, err, out)
+				}
+				return string(out)
+			}
+			// lives waits until the job began 3 attempts per life in lives lives, each life's
+			// attempts 1, 2, 3 in order, and lies in the dead letters again.
+			lives := func(n int) {
+				t.Helper()
+				eventually(t, 30*time.Second, fmt.Sprintf("%d attempts over %d lives, then a dead letter", 3*n, n), func() bool {
+					var attempts []int
+					for _, e := range log.entries(t) {
+						if e.event == "start" && e.id == id {
+							attempts = append(attempts, e.attempt)
+						}
+					}
+					return len(attempts) == 3*n && strings.Contains(jobs("--json"), `"dead": 1`)
+				})
+				var attempts []int
 				for _, e := range log.entries(t) {
 					if e.event == "start" && e.id == id {
-						n++
+						attempts = append(attempts, e.attempt)
 					}
 				}
-				return n == 3
-			})
-			cfg := writeAdminConfig(t, admin)
-			eventually(t, 30*time.Second, "a dead letter in peregrine jobs", func() bool {
-				out, _ := exec.Command(binary, "jobs", "-c", cfg, "--json").Output()
-				return strings.Contains(string(out), `"dead": 1`) && strings.Contains(string(out), `"failed": 3`)
-			})
+				for i, a := range attempts {
+					if a != i%3+1 {
+						t.Fatalf("attempts over %d lives: %v", n, attempts)
+					}
+				}
+			}
+			lives(1)
+			if st := jobsStatus(t, cfg); st["failed"] != 3.0 || st["running"] != 0.0 {
+				t.Errorf("after three failed attempts: %v", st)
+			}
 			for i, e := range log.entries(t) {
 				if e.event == "done" {
 					t.Errorf("a failing job was done: line %d", i)
 				}
 			}
-			out, err := exec.Command(binary, "jobs", "-c", cfg).CombinedOutput()
-			if err != nil || !strings.Contains(string(out), "DEAD") {
-				t.Errorf("peregrine jobs: %v\n%s", err, out)
+			if out := jobs(); !strings.Contains(out, "DEAD") {
+				t.Errorf("peregrine jobs:\n%s", out)
 			}
-			out, err = exec.Command(binary, "jobs", "retry", "q", "-c", cfg).CombinedOutput()
-			if err != nil || !strings.Contains(string(out), "1 dead letters of q back in the queue") {
-				t.Fatalf("peregrine jobs retry: %v\n%s", err, out)
+			if out := jobs("dead", "q"); !strings.Contains(out, id) || !strings.Contains(out, "failing on purpose, attempt 3") ||
+				!strings.Contains(out, `{"do":"throw"}`) {
+				t.Errorf("peregrine jobs dead q:\n%s", out)
 			}
-			eventually(t, 30*time.Second, "the revived job's first attempt", func() bool {
-				for _, e := range log.entries(t) {
-					if e.event == "start" && e.id == id && e.attempt == 1 && len(log.entries(t)) > 3 {
-						return true
-					}
+			out := jobs("dead", "q", "show", id)
+			for _, want := range []string{"id:       " + id, "attempt:  3", `payload:  {"do":"throw"}`, "header:   from: http",
+				"RuntimeException", "failing on purpose, attempt 3", "died:"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("peregrine jobs dead q show ID lacks %q:\n%s", want, out)
 				}
-				return false
-			})
+			}
+			if out := jobs("retry", "q", id); !strings.Contains(out, "dead letter "+id+" of q back in the queue") {
+				t.Fatalf("peregrine jobs retry q ID:\n%s", out)
+			}
+			lives(2)
+			if out := jobs("retry", "q"); !strings.Contains(out, "1 dead letters of q back in the queue") {
+				t.Fatalf("peregrine jobs retry:\n%s", out)
+			}
+			lives(3)
+			if out := jobs("delete", "q", id); !strings.Contains(out, "dead letter "+id+" of q deleted") {
+				t.Fatalf("peregrine jobs delete q ID:\n%s", out)
+			}
+			if st := jobsStatus(t, cfg); st["dead"] != 0.0 {
+				t.Errorf("after the delete: %v", st)
+			}
+			for _, args := range [][]string{{"dead", "q", "show", id}, {"retry", "q", id}, {"delete", "q", id}} {
+				bad, err := exec.Command(binary, append([]string{"jobs", "-c", cfg}, args...)...).CombinedOutput()
+				if err == nil || !strings.Contains(string(bad), "no such dead letter") {
+					t.Errorf("jobs %v of a deleted dead letter: %v\n%s", args, err, bad)
+				}
+			}
 		})
 	}
+}
+
+// TestJobThatExitsFails (issue 25, item 18): exit() or die() in a consumer is no success, nor
+// is an uncaught Error or a fatal error (the memory limit): the attempt fails, is retried,
+// the job is dead-lettered with a reason that says so (die's message, the fatal error's), and
+// the log says it, under both runtimes.
+func TestJobThatExitsFails(t *testing.T) {
+	for _, runtime := range []string{"native", "cli"} {
+		t.Run(runtime, func(t *testing.T) {
+			log := newJobLog(t)
+			admin := freeAddr(t)
+			s := jobsServer(t, runtime, pipelineYAML(t, "memory", 1, "100ms", "10s"), log.path, 1, admin)
+			cfg := writeAdminConfig(t, admin)
+			want := map[string]string{"exit": "exit", "exit-text": "leaving on purpose", "fatal": "undefined_function_on_purpose",
+				"user-fatal": "PHP Fatal error: fatal on purpose in ", "oom": "PHP Fatal error: Allowed memory size of 16777216 bytes exhausted"}
+			ids := map[string]string{}
+			for do := range want {
+				ids[push(t, s, 1, `{"do":"`+do+`"}`, "")[0]] = do
+			}
+			ok := push(t, s, 1, `{"do":"ok"}`, "")[0] // the consumers still work
+			eventually(t, 30*time.Second, "five dead letters", func() bool { return jobsStatus(t, cfg)["dead"] == 5.0 })
+			eventually(t, 30*time.Second, "the job that returns", func() bool { return log.done(t)[ok] == 1 })
+			starts := map[string]int{}
+			for _, e := range log.entries(t) {
+				if e.event == "start" {
+					starts[e.id]++
+				}
+				if e.event == "done" && ids[e.id] != "" {
+					t.Errorf("a job that called %s was done", ids[e.id])
+				}
+			}
+			for id, do := range ids {
+				if starts[id] != 2 {
+					t.Errorf("%s: began %d times, want 2 (retries: 1)", do, starts[id])
+				}
+				out, err := exec.Command(binary, "jobs", "-c", cfg, "dead", "q", "show", id).CombinedOutput()
+				if err != nil || !strings.Contains(string(out), want[do]) {
+					t.Errorf("%s: the dead letter does not say %q: %v\n%s", do, want[do], err, out)
+				}
+			}
+			if st := jobsStatus(t, cfg); st["done"] != 1.0 || st["failed"] != 10.0 {
+				t.Errorf("counted %v done, %v failed; want 1 and 10", st["done"], st["failed"])
+			}
+			if n := s.log.count("job failed; retrying"); n != 5 {
+				t.Errorf("%d log lines of a failed attempt retried, want 5", n)
+			}
+			if s.log.count("Allowed memory size") == 0 {
+				t.Error("the log lacks the fatal error's message")
+			}
+		})
+	}
+}
+
+// TestManyDelayedJobsDoNotHoldBackOneDueSooner (issue 25, item 20): on NATS, 10,000 jobs
+// delayed by ten minutes wait in the broker; a job pushed after them with a delay of 2s runs
+// while all of them still wait (it used to wait behind them: the delayed stream's consumer
+// allowed 10,000 messages pending acknowledgement, and each waiting job is one), and the
+// queue age it reports does not count its delay.
+func TestManyDelayedJobsDoNotHoldBackOneDueSooner(t *testing.T) {
+	log := newJobLog(t)
+	admin := freeAddr(t)
+	s := jobsServer(t, "native", pipelineYAML(t, "nats", 0, "100ms", "10s"), log.path, 1, admin)
+	cfg := writeAdminConfig(t, admin)
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() { push(t, s, 1000, `{"do":"ok"}`, "&delay=600") })
+	}
+	wg.Wait()
+	eventually(t, 60*time.Second, "10,000 delayed jobs", func() bool { return jobsStatus(t, cfg)["delayed"] == 10000.0 })
+	id := push(t, s, 1, `{"do":"ok"}`, "&delay=2")[0]
+	eventually(t, 60*time.Second, "the job delayed 2s done", func() bool { return log.done(t)[id] == 1 })
+	st := jobsStatus(t, cfg)
+	if st["delayed"] != 10000.0 || len(log.done(t)) != 1 {
+		t.Errorf("%v delayed, %d done; want the 10,000 still waiting and the one done", st["delayed"], len(log.done(t)))
+	}
+	if age := st["queue_age_seconds"].(float64); age >= 2 {
+		t.Errorf("queue age %.3fs: it counts the delay of 2s", age)
+	}
+	t.Logf("queue age of the job delayed 2s behind 10,000: %.3fs", st["queue_age_seconds"])
 }
 
 // TestJobBackoffAndDelay: a retry waits at least its backoff and a delayed job its delay, on the
@@ -425,6 +550,158 @@ func TestKill9ServerWhileJobsRun(t *testing.T) {
 				t.Errorf("no job was taken over from the killed server")
 			}
 			t.Logf("40 jobs: %d taken over from the killed server, %d done twice (at least once)", reclaimed, dups)
+		})
+	}
+}
+
+// withKeys adds keys (YAML flow entries, e.g. "prefetch: 8") to a pipelineYAML entry.
+func withKeys(pipeline, keys string) string {
+	return strings.Replace(pipeline, " }\n", ", "+keys+" }\n", 1)
+}
+
+// jobsStatus returns pipeline q's line of peregrine jobs --json on the server whose admin
+// listener cfg names.
+func jobsStatus(t *testing.T, cfg string) map[string]any {
+	t.Helper()
+	out, err := exec.Command(binary, "jobs", "-c", cfg, "--json").Output()
+	if err != nil {
+		t.Fatalf("peregrine jobs --json: %v", err)
+	}
+	var list []map[string]any
+	if err := json.Unmarshal(out, &list); err != nil || len(list) != 1 {
+		t.Fatalf("peregrine jobs --json: %v\n%s", err, out)
+	}
+	return list[0]
+}
+
+// TestJobsFetchedAheadRunOnceOnTwoServers (issue 25, item 15): server A, one consumer, holds
+// nine jobs (prefetch 8) that take 60% of the timeout each, so the last waits there nearly
+// three leases (timeout + 2s); server B on the same broker is idle. The leases of the jobs
+// waiting on A are renewed: B takes none of them, each runs once, on A, as its first
+// attempt, and with retries: 0 none goes to the dead letters.
+func TestJobsFetchedAheadRunOnceOnTwoServers(t *testing.T) {
+	for _, driver := range []string{"redis", "nats"} {
+		t.Run(driver, func(t *testing.T) {
+			log := newJobLog(t)
+			p := withKeys(pipelineYAML(t, driver, 0, "100ms", "1s"), "prefetch: 8")
+			adminA, adminB := freeAddr(t), freeAddr(t)
+			a := jobsServer(t, "cli", p, log.path, 1, adminA)
+			ids := push(t, a, 9, `{"do":"sleep","ms":600}`, "")
+			eventually(t, 30*time.Second, "A's first job", func() bool { return len(log.entries(t)) >= 1 })
+			jobsServer(t, "cli", p, log.path, 1, adminB)
+			cfgA, cfgB := writeAdminConfig(t, adminA), writeAdminConfig(t, adminB)
+			// RUNNING counts the jobs begun and not yet settled, not those held: on each server
+			// one running and the one before it, whose settlement may still be on its way.
+			maxRunning := 0.0
+			eventually(t, 60*time.Second, "every job done", func() bool {
+				maxRunning = max(maxRunning, jobsStatus(t, cfgA)["running"].(float64))
+				return len(log.done(t)) == len(ids)
+			})
+			if maxRunning > 4 {
+				t.Errorf("RUNNING was %v with one consumer on each of two servers (A held 9 jobs)", maxRunning)
+			}
+			eventually(t, 30*time.Second, "an empty queue", func() bool {
+				s := jobsStatus(t, cfgA)
+				return s["queued"] == 0.0 && s["running"] == 0.0
+			})
+			starts := map[string]int{}
+			pids := map[int]bool{}
+			for _, e := range log.entries(t) {
+				if e.event == "start" {
+					starts[e.id]++
+					pids[e.pid] = true
+					if e.attempt != 1 {
+						t.Errorf("job %s began as attempt %d", e.id, e.attempt)
+					}
+				}
+			}
+			for _, id := range ids {
+				if starts[id] != 1 || log.done(t)[id] != 1 {
+					t.Errorf("job %s began %d times, done %d times", id, starts[id], log.done(t)[id])
+				}
+			}
+			if len(pids) != 1 {
+				t.Errorf("the jobs held by A ran on %d consumers, want A's one", len(pids))
+			}
+			for _, cfg := range []string{cfgA, cfgB} {
+				if s := jobsStatus(t, cfg); s["dead"] != 0.0 || s["failed"] != 0.0 {
+					t.Errorf("dead letters or failures: %v", s)
+				}
+			}
+		})
+	}
+}
+
+// TestKill9LosesNoJobFetchedAhead (issue 25, item 16): with retries: 0, server A (one consumer,
+// prefetch 8) is killed with SIGKILL while it holds jobs it never began; server B, started
+// after, runs every one of them as a first attempt once their leases expire. Only the jobs A
+// had begun may go to the dead letters (their server died during their last attempt).
+func TestKill9LosesNoJobFetchedAhead(t *testing.T) {
+	for _, driver := range []string{"redis", "nats"} {
+		t.Run(driver, func(t *testing.T) {
+			log := newJobLog(t)
+			p := withKeys(pipelineYAML(t, driver, 0, "100ms", "2s"), "prefetch: 8")
+			a := jobsServer(t, "cli", p, log.path, 1, "")
+			ids := push(t, a, 20, `{"do":"sleep","ms":300}`, "")
+			eventually(t, 30*time.Second, "A at work", func() bool { return len(log.done(t)) >= 1 })
+			if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			a.wait(t, 10*time.Second)
+			begunOnA := map[string]bool{} // A's orphaned consumer may finish the job it ran; it begins none
+			for _, e := range log.entries(t) {
+				if e.event == "start" {
+					begunOnA[e.id] = true
+				}
+			}
+			adminB := freeAddr(t)
+			jobsServer(t, "cli", p, log.path, 2, adminB)
+			cfgB := writeAdminConfig(t, adminB)
+			dead := func() map[string]bool {
+				out, err := exec.Command(binary, "jobs", "-c", cfgB, "dead", "q", "--json").Output()
+				var list []struct{ ID, Error string }
+				if err != nil || json.Unmarshal(out, &list) != nil {
+					t.Fatalf("peregrine jobs dead q --json: %v\n%s", err, out)
+				}
+				ids := map[string]bool{}
+				for _, j := range list {
+					ids[j.ID] = true
+				}
+				return ids
+			}
+			eventually(t, 60*time.Second, "every job done or dead", func() bool {
+				d, dl := log.done(t), dead()
+				for _, id := range ids {
+					if d[id] == 0 && !dl[id] {
+						return false
+					}
+				}
+				return true
+			})
+			eventually(t, 30*time.Second, "an empty queue", func() bool {
+				s := jobsStatus(t, cfgB)
+				return s["queued"] == 0.0 && s["running"] == 0.0
+			})
+			d, dl := log.done(t), dead()
+			unlogged := 0 // given to A's consumer (begun, for the broker) before it logged its start
+			for _, id := range ids {
+				switch {
+				case dl[id] && !begunOnA[id]:
+					unlogged++
+				case !begunOnA[id] && d[id] != 1:
+					t.Errorf("job %s, never begun on A, done %d times", id, d[id])
+				}
+			}
+			if unlogged > 1 {
+				t.Errorf("%d jobs A had not begun are dead letters; at most the one its consumer had been given may be", unlogged)
+			}
+			for _, e := range log.entries(t) {
+				if e.event == "start" && !begunOnA[e.id] && (e.attempt != 1 || dl[e.id]) {
+					t.Errorf("job %s, never begun on A, began on B as attempt %d (dead letter: %v)", e.id, e.attempt, dl[e.id])
+				}
+			}
+			s := jobsStatus(t, cfgB)
+			t.Logf("A logged the start of %d of %d jobs before it died; %d more had been given to its consumer; B ran the other %d; %v dead letters", len(begunOnA), len(ids), unlogged, len(ids)-len(begunOnA)-unlogged, s["dead"])
 		})
 	}
 }
@@ -764,6 +1041,12 @@ func TestLaravelQueueConnection(t *testing.T) {
 	if err := os.WriteFile(appConfig, []byte(patched), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Laravel's failed-job store (queue.failed: database-uuids), as its migration makes it.
+	db := filepath.Join(dir, "storage", "database.sqlite")
+	if out, err := exec.Command("php", "-r", `(new PDO('sqlite:'.$argv[1]))->exec('CREATE TABLE failed_jobs (id INTEGER PRIMARY KEY AUTOINCREMENT,
+		uuid VARCHAR UNIQUE, connection TEXT, queue TEXT, payload TEXT, exception TEXT, failed_at DATETIME DEFAULT CURRENT_TIMESTAMP)');`, db).CombinedOutput(); err != nil {
+		t.Fatalf("create failed_jobs: %v\n%s", err, out)
+	}
 	logFile := filepath.Join(t.TempDir(), "jobs.log")
 	s := launch(t, fmt.Sprintf(`workers:
   runtime: native
@@ -806,6 +1089,21 @@ jobs:
 	}
 	if n := has("ok "); n != 1 {
 		t.Errorf("a job that succeeds ran %d times", n)
+	}
+	// Issue 25, item 19: the job Laravel failed for good is in failed_jobs, once (recorded
+	// on JobFailed, which Laravel raises after the job's failed()).
+	failedJobs := func() string {
+		out, err := exec.Command("php", "-r", `foreach ((new PDO('sqlite:'.$argv[1]))->query('SELECT connection, queue, payload, exception FROM failed_jobs') as $r) {
+		echo $r['connection'], ' ', $r['queue'], ' ', json_decode($r['payload'], true)['displayName'], ' ', strtok($r['exception'], "\n"), "\n"; }`, db).CombinedOutput()
+		if err != nil {
+			t.Fatalf("read failed_jobs: %v\n%s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	eventually(t, 30*time.Second, "a row in failed_jobs", func() bool { return failedJobs() != "" })
+	if got := failedJobs(); strings.Count(got, "\n") != 0 ||
+		!strings.HasPrefix(got, `peregrine q App\Jobs\RecordJob RuntimeException: failing on purpose`) {
+		t.Errorf("failed_jobs holds:\n%s\nwant the job that threw, once", got)
 	}
 	t.Logf("the jobs' runs:\n%s", strings.Join(lines(), "\n"))
 }
@@ -866,4 +1164,93 @@ jobs:
 	}
 	wg.Wait()
 	eventually(t, 30*time.Second, "20 jobs done", func() bool { return len(log.done(t)) == 20 })
+}
+
+// TestSIGSTOPPastItsLeaseRunsNoJobTwice: server A (one consumer, prefetch 8) is stopped with
+// SIGSTOP while it runs a job and holds others ahead, for longer than their leases; server B
+// runs them meanwhile; then A is continued. The guarantee: every job A had not begun runs once,
+// on B (A, resumed, finds its leases lost and begins none of them); the one job A was running
+// when it stalled (something did fail: its server stopped past its lease) ran on A and again on
+// B as its next attempt, and of the two settlements the first stands (no second retry, no dead
+// letter, nothing left queued or running).
+func TestSIGSTOPPastItsLeaseRunsNoJobTwice(t *testing.T) {
+	for _, driver := range []string{"redis", "nats"} {
+		t.Run(driver, func(t *testing.T) {
+			log := newJobLog(t)
+			p := withKeys(pipelineYAML(t, driver, 3, "100ms", "2s"), "prefetch: 8") // a lease of 4s
+			adminA, adminB := freeAddr(t), freeAddr(t)
+			a := jobsServer(t, "cli", p, log.path, 1, adminA)
+			ids := push(t, a, 12, `{"do":"sleep","ms":1000}`, "")
+			eventually(t, 30*time.Second, "A's first job", func() bool { return len(log.entries(t)) >= 1 })
+			pidA := log.entries(t)[0].pid // A's one consumer
+			if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			continued := false
+			cont := func() {
+				if !continued {
+					continued = true
+					_ = a.cmd.Process.Signal(syscall.SIGCONT)
+				}
+			}
+			t.Cleanup(cont)
+			jobsServer(t, "cli", p, log.path, 4, adminB)
+			cfgA, cfgB := writeAdminConfig(t, adminA), writeAdminConfig(t, adminB)
+			// B runs every job, the one A was running included (its lease expired too).
+			eventually(t, 60*time.Second, "every job done on B", func() bool {
+				d := log.done(t)
+				for _, id := range ids {
+					if d[id] == 0 {
+						return false
+					}
+				}
+				return true
+			})
+			cont()
+			eventually(t, 30*time.Second, "A back", func() bool {
+				r, err := doErr(context.Background(), "GET", "http://"+adminA+"/jobs", nil)
+				return err == nil && r.Status == 200
+			})
+			eventually(t, 30*time.Second, "an empty queue", func() bool {
+				s := jobsStatus(t, cfgB)
+				return s["queued"] == 0.0 && s["running"] == 0.0 && s["delayed"] == 0.0
+			})
+			// A settles what it was running, and begins nothing it held: its leases are lost.
+			eventually(t, 30*time.Second, "A idle", func() bool { return jobsStatus(t, cfgA)["running"] == 0.0 })
+			starts, begunOnA := map[string]int{}, map[string]bool{}
+			for _, e := range log.entries(t) {
+				if e.event == "start" {
+					starts[e.id]++
+					if e.pid == pidA {
+						begunOnA[e.id] = true
+					}
+				}
+			}
+			if len(begunOnA) > 1 { // the job it ran when stopped; resumed, it begins none it held
+				t.Errorf("A began %d jobs; want the one it ran when it was stopped", len(begunOnA))
+			}
+			for _, id := range ids {
+				want := 1
+				if begunOnA[id] {
+					want = 2 // on A, then on B after A's lease expired
+				}
+				if starts[id] != want {
+					t.Errorf("job %s (begun on A before its stop: %v) began %d times, want %d", id, begunOnA[id], starts[id], want)
+				}
+			}
+			// A, resumed, may count its job failed (its timeout ran while it was stopped): the
+			// retry it then publishes must not reach the broker, B having settled the job.
+			if s := jobsStatus(t, cfgA); s["dead"] != 0.0 || s["failed"].(float64) > 1 {
+				t.Errorf("A: dead letters or failures: %v", s)
+			}
+			if s := jobsStatus(t, cfgB); s["dead"] != 0.0 || s["failed"] != 0.0 {
+				t.Errorf("B: dead letters or failures: %v", s)
+			}
+			s := jobsStatus(t, cfgB)
+			if s["queued"] != 0.0 || s["delayed"] != 0.0 || s["running"] != 0.0 {
+				t.Errorf("after A resumed, the queue is %v; want it empty (a second settlement added a job)", s)
+			}
+			t.Logf("A had begun %d of %d jobs when it stopped", len(begunOnA), len(ids))
+		})
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,12 +19,7 @@ import (
 // a CLI command must read from the config file.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return "127.0.0.1:" + freePorts(t, 1)[0]
 }
 
 // metric reads one sample from the admin's /metrics, e.g.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"syscall"
 	"testing"
 	"time"
@@ -11,8 +12,8 @@ import (
 
 // TestSIGHUPAppliesWorkerSettings: a reload that changes workers.php_ini puts every worker on
 // the new setting, exec'd or forked (the pool takes the new options, the template its next
-// process's, then the workers are replaced); one that changes workers.count is refused until a
-// restart and the workers keep the old settings.
+// process's, then the workers are replaced); one that changes workers.count too starts a new
+// pool of that many workers on the new settings (reload_pool_test.go tries it under load).
 func TestSIGHUPAppliesWorkerSettings(t *testing.T) {
 	t.Parallel()
 	for name, mode := range map[string]string{"exec": "runtime: cli", "fork": "runtime: native\n  fork: true"} {
@@ -39,9 +40,12 @@ func TestSIGHUPAppliesWorkerSettings(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.signal(syscall.SIGHUP)
-			s.log.waitFor(t, `workers.count`, 30*time.Second)
-			if r := get(t, s.URL+"/ini?name=memory_limit"); string(r.Body) != "'96M'" {
-				t.Fatalf("after a refused reload: %s", r.Body)
+			s.log.waitFor(t, `all workers replaced[\s\S]*all workers replaced`, 30*time.Second)
+			if r := get(t, s.URL+"/ini?name=memory_limit"); string(r.Body) != "'128M'" {
+				t.Fatalf("after a reload to 2 workers: %s; log:\n%s", r.Body, s.log.String())
+			}
+			if regexp.MustCompile(`need a restart.*workers.count`).MatchString(s.log.String()) {
+				t.Errorf("workers.count was not applied:\n%s", s.log.String())
 			}
 		})
 	}

@@ -228,8 +228,13 @@ func TestStressHostileClients(t *testing.T) {
 	}
 	var bigButAllowed strings.Builder
 	bigButAllowed.WriteString("GET /pid HTTP/1.1\r\nHost: x\r\n")
-	for i := range 90 { // 700 KB in 90 headers of 8,000 bytes: within the limits, served
-		fmt.Fprintf(&bigButAllowed, "X-H%04d: %s\r\n", i, strings.Repeat("h", 8000))
+	for i := range 90 { // 60 KB in 90 headers of 650 bytes: within the limits (a 64 KiB head), served
+		fmt.Fprintf(&bigButAllowed, "X-H%04d: %s\r\n", i, strings.Repeat("h", 650))
+	}
+	var overBudget strings.Builder
+	overBudget.WriteString("GET /pid HTTP/1.1\r\nHost: x\r\n")
+	for i := range 90 { // 700 KB in 90 headers of 8,000 bytes: each line allowed, the head over its 64 KiB
+		fmt.Fprintf(&overBudget, "X-H%04d: %s\r\n", i, strings.Repeat("h", 8000))
 	}
 	bigButAllowed.WriteString("\r\n")
 	slowUpload, slowType := multipartBody(50, true)
@@ -289,7 +294,8 @@ func TestStressHostileClients(t *testing.T) {
 		}},
 		{"request line and headers over 1 MiB", 500 * time.Millisecond, 1, raw(bigHeaders, http.StatusRequestHeaderFieldsTooLarge)},
 		{"1 MB in 1,000 headers (over http.max_header_count)", 500 * time.Millisecond, 1, raw(manyHeaders.String(), http.StatusRequestHeaderFieldsTooLarge)},
-		{"700 KB in 90 headers (within the limits)", 500 * time.Millisecond, 1, raw(bigButAllowed.String(), 200)},
+		{"60 KB in 90 headers (within the limits)", 500 * time.Millisecond, 1, raw(bigButAllowed.String(), 200)},
+		{"700 KB in 90 headers (over the 64 KiB head)", 500 * time.Millisecond, 1, raw(overBudget.String(), http.StatusRequestHeaderFieldsTooLarge)},
 		{"60,000 colliding header names", 4 * time.Second, 1, raw(collidingHeaders.String(), http.StatusRequestHeaderFieldsTooLarge)},
 		{"40,000 colliding cookie names", 4 * time.Second, 1, raw(collidingCookies.String(), http.StatusRequestHeaderFieldsTooLarge)},
 		{"slow reader: 8 MB asked, nothing read for 5 s", 5 * time.Second, 1, slowReader},

@@ -268,21 +268,14 @@ func TestSIGHUPReplacesWorkersWithoutErrors(t *testing.T) {
 			}
 		}()
 	}
-	for i := 1; i <= 3; i++ {
-		s.signal(syscall.SIGHUP)
-		eventually(t, 30*time.Second, "reset "+strconv.Itoa(i), func() bool { return s.log.count(`all workers replaced`) >= i })
-	}
+	resetThrice(t, s) // direct_test.go
 	cancel()
 	wg.Wait()
 	failures.Range(func(k, v any) bool { t.Errorf("failed request at %s: %v", k, v); return true })
 	if failed.Load() != 0 || ok.Load() == 0 {
 		t.Fatalf("%d ok, %d failed during SIGHUP", ok.Load(), failed.Load())
 	}
-	for range 4 {
-		if before[pidOf(t, s)] {
-			t.Fatal("an old worker still serves after SIGHUP")
-		}
-	}
+	wantNewWorkers(t, s, before)
 }
 
 func TestSIGTERMDrainsInFlightRequests(t *testing.T) {

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,6 +33,8 @@ func tablesYAML(t *testing.T, workers int, extra string) string {
     counters: { rows: 10, key: int, columns: { n: int64 } }
     rows: { rows: 1000, key: int, columns: { a: int64, b: int64, s: string(40), user: int32, sum: int64 }, indexes: [user] }
     small: { rows: 5, key: string(10), columns: { v: int8 } }
+    chain: { rows: 100000, key: int, columns: { a: int64, b: int64, user: int32 }, indexes: [user] }
+    scores: { rows: 16, key: string(12), columns: { score: int64, games: int32, cnt: int64 } }
 `, fixture(t, "table.php"), workers, extra, fixture(t, "table-init.php"))
 }
 
@@ -74,6 +77,42 @@ func workerPIDs(s *server) []int {
 	return pids
 }
 
+// getAll GETs url requests times from clients goroutines at once and returns the bodies; any
+// answer but a 200 fails the test.
+func getAll(t *testing.T, clients, requests int, url string) [][]byte {
+	t.Helper()
+	next := make(chan struct{}, requests)
+	for range requests {
+		next <- struct{}{}
+	}
+	close(next)
+	var mu sync.Mutex
+	var bodies [][]byte
+	var failed []string
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range next {
+				r, err := doErr(t.Context(), "GET", url, nil)
+				mu.Lock()
+				if err != nil || r.Status != 200 {
+					failed = append(failed, fmt.Sprintf("%v %d %s", err, r.Status, r.Body))
+				} else {
+					bodies = append(bodies, r.Body)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, f := range failed {
+		t.Fatal(f)
+	}
+	return bodies
+}
+
 // TestTablesCounterExact: every worker incrementing one counter, 1,000,000 increments in all,
 // from 8 clients at once over 4 workers, lose none; workers exec'd and forked alike.
 func TestTablesCounterExact(t *testing.T) {
@@ -85,30 +124,7 @@ func TestTablesCounterExact(t *testing.T) {
 func counterExact(t *testing.T, fork bool) {
 	s := startServer(t, tablesYAML(t, 4, fmt.Sprintf("  fork: %v\n", fork)))
 	const requests, each = 100, 10_000
-	var wg sync.WaitGroup
-	next := make(chan struct{}, requests)
-	for range requests {
-		next <- struct{}{}
-	}
-	close(next)
-	errs := make(chan string, requests)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range next {
-				r, err := doErr(t.Context(), "GET", s.URL+"/incr?n="+strconv.Itoa(each), nil)
-				if err != nil || r.Status != 200 {
-					errs <- fmt.Sprintf("%v %d %s", err, r.Status, r.Body)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Fatal(e)
-	}
+	getAll(t, 8, requests, s.URL+"/incr?n="+strconv.Itoa(each))
 	if got := string(get(t, s.URL+"/get?table=counters&key=1").Body); got != `{"n":1000000}` {
 		t.Errorf("counter = %s, want 1000000", got)
 	}
@@ -118,8 +134,120 @@ func counterExact(t *testing.T, fork bool) {
 	}
 }
 
-// TestTablesWritersKilled: writers SIGKILLed in a loop while they rewrite and delete
-// checksummed rows leave no lock held (the writes go on) and no torn row (every row matches its
+// TestTablesWhereUnderWrites: where() over a chain of 20,000 rows answers while three workers
+// write that chain without a pause (rewrites, multi-column increments, rows moved out of the
+// chain and back), and each answer is one consistent moment: every row whole, at most the 10
+// movable rows missing. It used to restart its walk at every write and so answered only once
+// the writers stopped.
+func TestTablesWhereUnderWrites(t *testing.T) {
+	const rows, writers = 100000, 3
+	admin := freeAddr(t)
+	s := startServer(t, tablesYAML(t, writers+1, "")+"admin:\n  address: "+admin+"\n")
+	if got := string(get(t, s.URL+fmt.Sprintf("/chain-fill?n=%d", rows)).Body); got != strconv.Itoa(rows) {
+		t.Fatalf("/chain-fill = %s", got)
+	}
+	type outcome struct {
+		Writes  int
+		Stopped bool
+	}
+	done := make(chan outcome, writers)
+	for range writers {
+		go func() {
+			var o outcome
+			r, err := doErr(t.Context(), "GET", s.URL+fmt.Sprintf("/chain-write?n=%d", rows), nil)
+			if err == nil && r.Status == 200 {
+				_ = json.Unmarshal(r.Body, &o)
+			}
+			done <- o
+		}()
+	}
+	t.Cleanup(func() { // the writers stop within 20 s by themselves, sooner with the flag
+		_, _ = doErr(context.Background(), "GET", s.URL+"/set?key=9&n=1", nil)
+	})
+	eventually(t, 20*time.Second, "the writers running", func() bool {
+		return string(get(t, s.URL+"/get?table=counters&key=8").Body) == fmt.Sprintf(`{"n":%d}`, writers)
+	})
+	const calls = 10
+	before := readRetries(t, admin, "chain")
+	r := get(t, s.URL+fmt.Sprintf("/chain-where?calls=%d", calls))
+	var w struct {
+		Min, Max, Bad int
+		Ms            float64
+	}
+	if r.Status != 200 || json.Unmarshal(r.Body, &w) != nil {
+		t.Fatalf("/chain-where: %d %s", r.Status, r.Body)
+	}
+	get(t, s.URL+"/set?key=9&n=1")
+	for range writers {
+		if o := <-done; !o.Stopped || o.Writes == 0 {
+			t.Errorf("a writer %+v: it ran out its 20 s, so where() answered only once the writers stopped", o)
+		} else {
+			t.Logf("a writer made %d writes", o.Writes)
+		}
+	}
+	// Only the where() calls read the chain table: its retries are theirs. Each call copies
+	// without the lock at most 3 times, then walks once under it.
+	retries := readRetries(t, admin, "chain") - before
+	t.Logf("where() of %d rows under %d writers: %.1f ms a call, %d to %d rows, %d read retries", rows, writers, w.Ms, w.Min, w.Max, retries)
+	if retries > 3*calls {
+		t.Errorf("%d where() calls started their walk again %d times: want at most 3 each", calls, retries)
+	}
+	if w.Bad != 0 || w.Min < rows-10 || w.Max > rows {
+		t.Errorf("where() under writes: %+v: want every row whole and %d to %d rows", w, rows-10, rows)
+	}
+}
+
+// readRetries returns table's read_retries as the admin listener at addr reports them.
+func readRetries(t *testing.T, addr, table string) int64 {
+	t.Helper()
+	var list []struct {
+		Name        string
+		ReadRetries int64 `json:"read_retries"`
+	}
+	r := get(t, "http://"+addr+"/tables")
+	if err := json.Unmarshal(r.Body, &list); err != nil {
+		t.Fatalf("GET /tables: %d %s", r.Status, r.Body)
+	}
+	for _, s := range list {
+		if s.Name == table {
+			return s.ReadRetries
+		}
+	}
+	t.Fatalf("GET /tables lists no %s: %s", table, r.Body)
+	return 0
+}
+
+// TestTablesIncrColumnsAndCAS: from 8 clients over 4 workers, 20,000 multi-column increments
+// and 20,000 compare-and-set increments lose no update, and no reader ever sees one column of a
+// multi-column increment without the other.
+func TestTablesIncrColumnsAndCAS(t *testing.T) {
+	s := startServer(t, tablesYAML(t, 4, ""))
+	const requests, each = 80, 250
+	var bad, retries int64
+	for _, body := range getAll(t, 8, requests, s.URL+"/score?n="+strconv.Itoa(each)) {
+		var o struct{ Bad, Retries int64 }
+		if err := json.Unmarshal(body, &o); err != nil {
+			t.Fatalf("/score: %s", body)
+		}
+		bad += o.Bad
+		retries += o.Retries
+	}
+	t.Logf("%d cas() retries for %d increments", retries, requests*each)
+	if bad != 0 {
+		t.Errorf("%d reads saw score != 5 x games: a multi-column incr() was not atomic", bad)
+	}
+	want := fmt.Sprintf(`{"score":%d,"games":%d,"cnt":0}`, 5*requests*each, requests*each)
+	if got := string(get(t, s.URL+"/gets?key=p").Body); got != want {
+		t.Errorf("row p = %s, want %s", got, want)
+	}
+	want = fmt.Sprintf(`{"score":0,"games":0,"cnt":%d}`, requests*each)
+	if got := string(get(t, s.URL+"/gets?key=q").Body); got != want {
+		t.Errorf("row q = %s, want %s", got, want)
+	}
+}
+
+// TestTablesWritersKilled: writers SIGKILLed in a loop while they rewrite, increment (two
+// columns at once) and delete checksummed rows leave no lock held (the writes go on) and no torn row (every row matches its
 // checksum, by iteration, get() and the index), and the rows used stay what the rows say.
 func TestTablesWritersKilled(t *testing.T) {
 	for _, fork := range []bool{false, true} {
@@ -261,7 +389,7 @@ func TestTablesSurviveAndGo(t *testing.T) {
 		Name                  string
 		Rows, Capacity, Bytes int64
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &ts) != nil || len(ts) != 3 {
+	if code != 0 || json.Unmarshal([]byte(out), &ts) != nil || len(ts) != 5 {
 		t.Fatalf("peregrine tables --json: %d %s", code, out)
 	}
 	if ts[0].Name != "counters" || ts[0].Rows != 2 || ts[0].Capacity != 10 || ts[2].Name != "small" || ts[2].Rows != 5 || ts[1].Bytes < 1000*56 {

@@ -16,20 +16,29 @@
  * (mysqlnd does). A stream that turns on TLS (stream_socket_enable_crypto) gets its original ops
  * back: OpenSSL may hold decrypted bytes the fd does not show. TLS waits instead in poll(),
  * which this program defines ahead of libc's (below), as libpq (pgsql, PDO pgsql) and libcurl
- * do. */
+ * do.
+ *
+ * It also keeps the stacks of ended fibers for the next ones (mmap()/munmap(), "fiber stacks"),
+ * gives each request its own header state ("per-request headers"), and names a connection
+ * shared between fibers in mysqlnd's error 2014. */
 #include "async.h"
+#include "peregrine.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <dlfcn.h>
 
 #include "php.h"
+#include "SAPI.h"
+#include "main/php_output.h"
 #include "php_network.h"
 #include "zend_exceptions.h"
 #include "zend_fibers.h"
@@ -53,6 +62,7 @@ static struct {
 	php_stream_transport_factory tcp, local;
 	struct hooked_ops hooked[8];
 	int nhooked;
+	int io_waits; /* fibers suspended until a socket is ready */
 } hooks;
 
 bool pg_async_hooked(void)
@@ -126,8 +136,11 @@ static int wait_fds(const struct pollfd *fds, nfds_t nfds, double timeout)
 			watched++;
 		}
 	}
-	if (watched > 0)
+	if (watched > 0) {
+		hooks.io_waits++;
 		r = call_hook("waitAny", args, 3);
+		hooks.io_waits--;
+	}
 out:
 	zval_ptr_dtor(&args[0]);
 	zval_ptr_dtor(&args[1]);
@@ -463,6 +476,401 @@ int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 }
 #pragma GCC diagnostic pop
 
+/* ---- fiber stacks ----
+ *
+ * Every request runs in a new Fiber (what a library keeps per fiber must not reach the next
+ * request), and PHP maps a stack for each (mmap of fiber.stack_size and a guard page, with
+ * MAP_STACK; a prctl; an mprotect) and unmaps it when the fiber is freed: with the page faults of
+ * a fresh stack, that doubled the worker's CPU for a request that only waits (30 -> 57 us,
+ * BenchmarkAsyncShortWaits). The program's mmap() and munmap() come before libc's for libphp, as
+ * poll() does: on PHP's thread, with PEREGRINE_CONCURRENCY > 1, a stack mapped with MAP_STACK
+ * (PHP's fibers only: glibc maps thread stacks and malloc's memory with its own internal calls)
+ * is remembered, and when it is unmapped it is kept instead, up to STACKS_KEPT, for the next
+ * fiber, its pages and its guard still in place. The kept stacks are the process's; their pages
+ * hold what an earlier fiber left on its stack, which PHP code cannot read. */
+
+enum { STACKS_KEPT = 256 };
+
+static struct {
+	void *kept[STACKS_KEPT];
+	size_t kept_len; /* the length of the kept stacks: all of one size */
+	int nkept;
+	void **live;     /* the stacks handed out: an open-addressing set, NULL for empty */
+	size_t cap, count;
+} stacks;
+
+static void *real_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	static void *(*libc_mmap)(void *, size_t, int, int, int, off_t);
+
+	if (libc_mmap == NULL)
+		libc_mmap = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
+	return libc_mmap(addr, len, prot, flags, fd, off);
+}
+
+static int real_munmap(void *addr, size_t len)
+{
+	static int (*libc_munmap)(void *, size_t);
+
+	if (libc_munmap == NULL)
+		libc_munmap = (int (*)(void *, size_t))dlsym(RTLD_NEXT, "munmap");
+	return libc_munmap(addr, len);
+}
+
+static size_t live_slot(const void *p, size_t cap)
+{
+	return (size_t)(((uintptr_t)p >> 12) * UINT64_C(0x9E3779B97F4A7C15) >> 20) & (cap - 1);
+}
+
+static void live_put(void **table, size_t cap, void *p)
+{
+	size_t i = live_slot(p, cap);
+
+	while (table[i] != NULL)
+		i = (i + 1) & (cap - 1);
+	table[i] = p;
+}
+
+/* Adds p; false if the set cannot grow (p is then unmapped the usual way). */
+static bool live_add(void *p)
+{
+	if ((stacks.count + 1) * 2 > stacks.cap) {
+		size_t cap = stacks.cap ? stacks.cap * 2 : 512;
+		void **table = calloc(cap, sizeof(*table));
+
+		if (table == NULL)
+			return false;
+		for (size_t i = 0; i < stacks.cap; i++)
+			if (stacks.live[i] != NULL)
+				live_put(table, cap, stacks.live[i]);
+		free(stacks.live);
+		stacks.live = table;
+		stacks.cap = cap;
+	}
+	live_put(stacks.live, stacks.cap, p);
+	stacks.count++;
+	return true;
+}
+
+/* Removes p (shifting back the entries after it); false if it is not in the set. */
+static bool live_remove(const void *p)
+{
+	size_t i = live_slot(p, stacks.cap), j;
+
+	while (stacks.live[i] != p) {
+		if (stacks.live[i] == NULL)
+			return false;
+		i = (i + 1) & (stacks.cap - 1);
+	}
+	stacks.live[i] = NULL;
+	stacks.count--;
+	for (j = (i + 1) & (stacks.cap - 1); stacks.live[j] != NULL; j = (j + 1) & (stacks.cap - 1)) {
+		void *q = stacks.live[j];
+
+		stacks.live[j] = NULL;
+		live_put(stacks.live, stacks.cap, q);
+	}
+	return true;
+}
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	void *p;
+
+	if (!(flags & MAP_STACK) || !hooks.installed || addr != NULL || fd != -1 || prot != (PROT_READ | PROT_WRITE) ||
+	    gettid() != getpid())
+		return real_mmap(addr, len, prot, flags, fd, off);
+	if (stacks.nkept > 0 && len == stacks.kept_len)
+		p = stacks.kept[--stacks.nkept];
+	else if ((p = real_mmap(addr, len, prot, flags, fd, off)) == MAP_FAILED)
+		return p;
+	if (!live_add(p)) {
+		real_munmap(p, len);
+		return real_mmap(addr, len, prot, flags, fd, off);
+	}
+	return p;
+}
+
+int munmap(void *addr, size_t len)
+{
+	if (stacks.count == 0 || gettid() != getpid() || !live_remove(addr))
+		return real_munmap(addr, len);
+	if (stacks.nkept < STACKS_KEPT && (stacks.nkept == 0 || len == stacks.kept_len)) {
+		stacks.kept_len = len;
+		stacks.kept[stacks.nkept++] = addr;
+		return 0;
+	}
+	return real_munmap(addr, len);
+}
+
+/* ---- per-request headers ----
+ *
+ * A concurrent worker's requests all run inside the worker script's one long PHP request, whose
+ * one header list nothing ever sends: header(), setcookie() and http_response_code() of every
+ * request piled up there for the life of the process. Each request has its own state instead
+ * (Peregrine\Async\Internal\Server): peregrine_headers_open() makes it when the request starts,
+ * the loop makes it PHP's live state while it runs one of the request's fibers
+ * (peregrine_headers_switch()), and peregrine_headers_close() hands its headers to the answer and
+ * frees it. Code that runs for no open request (the loop itself, reset hooks, an async() fiber
+ * that outlived its request) has the process's state, whose headers are dropped whenever the loop
+ * switches away from it. A request's state starts with no header, status 200, nothing sent and
+ * no default Content-Type (its output goes to the log, not to its client).
+ *
+ * The output buffers are part of it: with the process's one stack of them, a request that
+ * suspended inside ob_start() ... ob_get_clean() (a template that queries a database) had what
+ * another request echoed meanwhile in its buffer, or its own output in the other's: one client's
+ * page in another's answer. Each request starts with no buffer; the ones it leaves open are
+ * ended when it closes, their contents going where its unbuffered output goes (the log). */
+
+struct header_state {
+	sapi_headers_struct headers;
+	unsigned char sent;
+	zend_string *output_file; /* where output started (headers_sent()'s file and line) */
+	int output_line;
+	zend_stack handlers; /* its output buffers: OG(handlers), OG(active), OG(running) */
+	php_output_handler *active, *running;
+};
+
+static struct {
+	HashTable *open;             /* request id => struct header_state *, emalloc'd */
+	zend_long current;           /* the open request whose state is live in SG(), or 0 */
+	struct header_state process; /* the process's state while a request's is live */
+} hdr;
+
+static void header_free(void *h)
+{
+	sapi_free_header((sapi_header_struct *)h);
+}
+
+static void state_save(struct header_state *s)
+{
+	s->headers = SG(sapi_headers);
+	s->sent = SG(headers_sent);
+	s->output_file = OG(output_start_filename);
+	s->output_line = OG(output_start_lineno);
+	s->handlers = OG(handlers);
+	s->active = OG(active);
+	s->running = OG(running);
+}
+
+static void state_load(const struct header_state *s)
+{
+	SG(sapi_headers) = s->headers;
+	SG(headers_sent) = s->sent;
+	OG(output_start_filename) = s->output_file;
+	OG(output_start_lineno) = s->output_line;
+	OG(handlers) = s->handlers;
+	OG(active) = s->active;
+	OG(running) = s->running;
+}
+
+static void state_init(struct header_state *s)
+{
+	memset(s, 0, sizeof(*s));
+	zend_llist_init(&s->headers.headers, sizeof(sapi_header_struct), header_free, 0);
+	s->headers.http_response_code = 200;
+	zend_stack_init(&s->handlers, sizeof(php_output_handler *));
+}
+
+static void state_destroy(struct header_state *s)
+{
+	zend_llist_destroy(&s->headers.headers);
+	if (s->headers.mimetype != NULL)
+		efree(s->headers.mimetype);
+	if (s->headers.http_status_line != NULL)
+		efree(s->headers.http_status_line);
+	if (s->output_file != NULL)
+		zend_string_release(s->output_file);
+	zend_stack_destroy(&s->handlers); /* empty: pg_headers_close() ended them */
+}
+
+/* Makes request `to`'s state live (the process's if `to` is not open), putting the live one away. */
+static void headers_switch(zend_long to)
+{
+	struct header_state *next = NULL;
+
+	if (hdr.open == NULL)
+		return;
+	if (to != 0 && (next = zend_hash_index_find_ptr(hdr.open, (zend_ulong)to)) == NULL)
+		to = 0;
+	if (to == hdr.current)
+		return;
+	if (hdr.current != 0) {
+		state_save(zend_hash_index_find_ptr(hdr.open, (zend_ulong)hdr.current));
+	} else {
+		zend_llist_clean(&SG(sapi_headers).headers); /* they would reach no client */
+		state_save(&hdr.process);
+	}
+	state_load(next != NULL ? next : &hdr.process);
+	hdr.current = to;
+}
+
+/* discard_left ends the live state's output buffers, which its request left open, without
+ * running their handlers (a user's callback could throw, or find output locked, where the loop
+ * closes a request: the worker would die): what each holds goes to the log, as the request's
+ * unbuffered output does, bottom first. An async() fiber of the request that outlives it and
+ * opened one of them finds it gone. */
+static void discard_left(void)
+{
+	php_output_handler **h = (php_output_handler **)zend_stack_base(&OG(handlers));
+	int n = zend_stack_count(&OG(handlers));
+
+	for (int i = 0; i < n; i++) {
+		for (size_t done = 0; done < h[i]->buffer.used;) {
+			ssize_t w = write(STDOUT_FILENO, h[i]->buffer.data + done, h[i]->buffer.used - done);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				break;
+			done += (size_t)w;
+		}
+		h[i]->flags |= PHP_OUTPUT_HANDLER_DISABLED;
+	}
+	php_output_discard_all();
+}
+
+/* peregrine_headers_open(int $request): void, a state of its own for request $request. */
+static ZEND_NAMED_FUNCTION(pg_headers_open)
+{
+	zend_long id;
+	struct header_state *s;
+
+	ZEND_PARSE_PARAMETERS_START(1, 1)
+		Z_PARAM_LONG(id)
+	ZEND_PARSE_PARAMETERS_END();
+	if (id <= 0) {
+		zend_argument_value_error(1, "must be a request id above 0");
+		RETURN_THROWS();
+	}
+	if (hdr.open == NULL) {
+		ALLOC_HASHTABLE(hdr.open);
+		zend_hash_init(hdr.open, 64, NULL, NULL, 0);
+	}
+	if (zend_hash_index_exists(hdr.open, (zend_ulong)id))
+		return;
+	s = emalloc(sizeof(*s));
+	state_init(s);
+	zend_hash_index_add_new_ptr(hdr.open, (zend_ulong)id, s);
+}
+
+/* peregrine_headers_switch(int $request): void; 0, or a request that is not open: the process's. */
+static ZEND_NAMED_FUNCTION(pg_headers_switch)
+{
+	zend_long id;
+
+	ZEND_PARSE_PARAMETERS_START(1, 1)
+		Z_PARAM_LONG(id)
+	ZEND_PARSE_PARAMETERS_END();
+	headers_switch(id);
+}
+
+/* peregrine_headers_close(int $request): ?array, [status, [header lines]] of request $request,
+ * whose state is freed (what it sets later goes to the process's and is dropped); null if it
+ * was not open. */
+static ZEND_NAMED_FUNCTION(pg_headers_close)
+{
+	zend_long id;
+	struct header_state *s;
+	zend_llist_position pos;
+	zval lines;
+
+	ZEND_PARSE_PARAMETERS_START(1, 1)
+		Z_PARAM_LONG(id)
+	ZEND_PARSE_PARAMETERS_END();
+	if (hdr.open == NULL || (s = zend_hash_index_find_ptr(hdr.open, (zend_ulong)id)) == NULL)
+		RETURN_NULL();
+	/* One of its fibers (an async() one that outlives it) suspended inside an output handler
+	 * returns into its buffers: they, and its state, stay for that fiber (never freed: a few
+	 * hundred bytes, for a case this rare). */
+	bool kept = hdr.current == id ? OG(running) != NULL : s->running != NULL;
+	if (!kept && (hdr.current == id ? OG(active) != NULL : s->active != NULL)) {
+		zend_long was = hdr.current;
+		headers_switch(id);
+		discard_left();
+		if (was != id)
+			headers_switch(was);
+	}
+	if (hdr.current == id) {
+		state_save(s);
+		state_load(&hdr.process);
+		hdr.current = 0;
+	}
+	array_init(return_value);
+	add_next_index_long(return_value, s->headers.http_response_code);
+	array_init(&lines);
+	for (sapi_header_struct *h = zend_llist_get_first_ex(&s->headers.headers, &pos); h != NULL;
+	     h = zend_llist_get_next_ex(&s->headers.headers, &pos))
+		add_next_index_stringl(&lines, h->header, h->header_len);
+	add_next_index_zval(return_value, &lines);
+	if (kept) {
+		zend_llist_clean(&s->headers.headers); /* answered: what it sets later reaches no client */
+		return;
+	}
+	state_destroy(s);
+	efree(s);
+	zend_hash_index_del(hdr.open, (zend_ulong)id);
+}
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_pg_headers_open, 0, 1, IS_VOID, 0)
+	ZEND_ARG_TYPE_INFO(0, request, IS_LONG, 0)
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_pg_headers_close, 0, 1, IS_ARRAY, 1)
+	ZEND_ARG_TYPE_INFO(0, request, IS_LONG, 0)
+ZEND_END_ARG_INFO()
+
+/* ---- a connection shared between fibers ----
+ *
+ * mysqlnd refuses a query on a connection whose last query it has not read to its end: PDO says
+ * "General error: 2014 Cannot execute queries while other unbuffered queries are active.
+ * Consider using PDOStatement::fetchAll()", mysqli "Commands out of sync" (2014), libpq "another
+ * command is already in progress". In a concurrent worker that is most often one connection used
+ * by two requests (or async() fibers) at once, which none of these messages says: the exception
+ * gets it said where it is thrown, inside a fiber, while another fiber waits for a socket. */
+
+static void (*next_throw_hook)(zend_object *ex);
+
+static bool is_a(const zend_class_entry *ce, const char *name)
+{
+	for (; ce != NULL; ce = ce->parent)
+		if (zend_binary_strcasecmp(ZSTR_VAL(ce->name), ZSTR_LEN(ce->name), name, strlen(name)) == 0)
+			return true;
+	return false;
+}
+
+static bool connection_busy(zend_object *ex, const char *message)
+{
+	zval rv, *code;
+
+	if (is_a(ex->ce, "PDOException"))
+		return strstr(message, "General error: 2014 ") != NULL || strstr(message, "another command is already in progress") != NULL;
+	if (!is_a(ex->ce, "mysqli_sql_exception"))
+		return false;
+	code = zend_read_property_ex(zend_ce_exception, ex, ZSTR_KNOWN(ZEND_STR_CODE), 1, &rv);
+	return Z_TYPE_P(code) == IS_LONG && Z_LVAL_P(code) == 2014;
+}
+
+static void name_shared_connection(zend_object *ex)
+{
+	zval rv, *message, named;
+
+	if (next_throw_hook != NULL)
+		next_throw_hook(ex);
+	/* With no other fiber waiting for a socket, no other can be amid a query on this one. */
+	if (EG(active_fiber) == NULL || hooks.io_waits == 0 || !instanceof_function(ex->ce, zend_ce_exception))
+		return;
+	message = zend_read_property_ex(zend_ce_exception, ex, ZSTR_KNOWN(ZEND_STR_MESSAGE), 1, &rv);
+	if (Z_TYPE_P(message) != IS_STRING || !connection_busy(ex, Z_STRVAL_P(message)))
+		return;
+	ZVAL_STR(&named, zend_strpprintf(0, "%s [Peregrine: in a concurrent worker this most likely means that one connection "
+					   "was used by two requests or fibers at once (a PDO or mysqli object kept in a static, "
+					   "a global or a shared service): open one per request, or take one from a "
+					   "Peregrine\\Async\\Pool; docs/concurrency.md]",
+					   Z_STRVAL_P(message)));
+	zend_update_property_ex(zend_ce_exception, ex, ZSTR_KNOWN(ZEND_STR_MESSAGE), &named);
+	zval_ptr_dtor(&named);
+}
+
 /* ---- peregrine_async_pipe() ---- */
 
 /* peregrine_async_pipe(int $fd): resource, a stream on a dup() of fd 3 (requests) or fd 4
@@ -480,6 +888,10 @@ static ZEND_NAMED_FUNCTION(pg_async_pipe)
 		zend_argument_value_error(1, "must be 3 or 4");
 		RETURN_THROWS();
 	}
+	if (pg_direct_fibers()) { /* direct mode: the requests are the clients' (direct.c) */
+		php_stream_to_zval(pg_direct_stream((int)fd), return_value);
+		return;
+	}
 	copy = fcntl((int)fd, F_DUPFD_CLOEXEC, 5);
 	if (copy < 0 || (s = php_stream_fopen_from_fd(copy, fd == 3 ? "rb" : "wb", NULL)) == NULL) {
 		if (copy >= 0)
@@ -494,8 +906,49 @@ ZEND_BEGIN_ARG_INFO_EX(arginfo_pg_async_pipe, 0, 0, 1)
 	ZEND_ARG_TYPE_INFO(0, fd, IS_LONG, 0)
 ZEND_END_ARG_INFO()
 
+/* ---- backpressure in direct mode (direct.c, HELD_CAP) ---- */
+
+/* peregrine_direct_full(int $request): bool, whether the connection of request $request holds
+ * so much of its answers unsent that its fiber must wait before it writes more (false outside
+ * direct mode). */
+static ZEND_NAMED_FUNCTION(pg_direct_full_fn)
+{
+	zend_long id;
+
+	ZEND_PARSE_PARAMETERS_START(1, 1)
+		Z_PARAM_LONG(id)
+	ZEND_PARSE_PARAMETERS_END();
+	RETURN_BOOL(id > 0 && id <= UINT32_MAX && pg_direct_full((uint32_t)id));
+}
+
+/* peregrine_direct_drained(): list<int>, the requests told full since the last call whose
+ * connection has room again. */
+static ZEND_NAMED_FUNCTION(pg_direct_drained_fn)
+{
+	const uint32_t *ids;
+	size_t n;
+
+	ZEND_PARSE_PARAMETERS_NONE();
+	n = pg_direct_drained(&ids);
+	array_init_size(return_value, (uint32_t)n);
+	for (size_t i = 0; i < n; i++)
+		add_next_index_long(return_value, (zend_long)ids[i]);
+}
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_pg_direct_full, 0, 1, _IS_BOOL, 0)
+	ZEND_ARG_TYPE_INFO(0, request, IS_LONG, 0)
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_pg_direct_drained, 0, 0, IS_ARRAY, 0)
+ZEND_END_ARG_INFO()
+
 static const zend_function_entry functions[] = {
 	ZEND_RAW_FENTRY("peregrine_async_pipe", pg_async_pipe, arginfo_pg_async_pipe, 0)
+	ZEND_RAW_FENTRY("peregrine_headers_open", pg_headers_open, arginfo_pg_headers_open, 0)
+	ZEND_RAW_FENTRY("peregrine_headers_switch", pg_headers_switch, arginfo_pg_headers_open, 0)
+	ZEND_RAW_FENTRY("peregrine_headers_close", pg_headers_close, arginfo_pg_headers_close, 0)
+	ZEND_RAW_FENTRY("peregrine_direct_full", pg_direct_full_fn, arginfo_pg_direct_full, 0)
+	ZEND_RAW_FENTRY("peregrine_direct_drained", pg_direct_drained_fn, arginfo_pg_direct_drained, 0)
 	ZEND_FE_END
 };
 
@@ -518,6 +971,8 @@ static zend_result install(void)
 		wrap_transport("tcp", tcp_factory, &hooks.tcp);
 		wrap_transport("unix", unix_factory, &hooks.local);
 		hooks.installed = hooks.sleep && hooks.usleep && hooks.nanosleep && hooks.tcp && hooks.local;
+		next_throw_hook = zend_throw_exception_hook;
+		zend_throw_exception_hook = name_shared_connection;
 	}
 	return hooks.next_post_startup ? hooks.next_post_startup() : SUCCESS;
 }

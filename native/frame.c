@@ -135,6 +135,8 @@ size_t pg_read_body(char *buf, size_t count)
 {
 	size_t got = 0;
 
+	if (pg.direct)
+		return pg_direct_read_body(buf, count);
 	if (count > pg.req.body_left)
 		count = (size_t)pg.req.body_left;
 	while (got < count) {
@@ -171,12 +173,12 @@ void *pg_xmalloc(size_t size)
 	return p;
 }
 
-/* Bump allocation from the request's arena, sized in prepare_vars to what it can need. */
+/* Bump allocation from the request's arena, sized in prepare_request to what it can need. */
 static char *arena_dup(struct pg_request *r, const char *a, size_t alen, const char *b, size_t blen)
 {
 	char *s = r->arena + r->arena_used;
 
-	if (r->arena_used + alen + blen + 1 > r->arena_cap) /* prepare_vars sized it: a bug */
+	if (r->arena_used + alen + blen + 1 > r->arena_cap) /* prepare_request sized it: a bug */
 		pg_protocol_error("internal error: request arena too small");
 	memcpy(s, a, alen);
 	if (b != NULL)
@@ -189,6 +191,21 @@ static char *arena_dup(struct pg_request *r, const char *a, size_t alen, const c
 static void add_var(struct pg_request *r, const char *name, const char *value)
 {
 	r->vars[r->nvars++] = (struct pg_pair){name, value, strlen(name), strlen(value)};
+}
+
+/* SERVER_NAME where the front passes none (a worker script, no http.root): http.server_name
+ * (PEREGRINE_SERVER_NAME), or the address the connection arrived on, as the front gives scripts
+ * under http.root, direct mode and the cli runtime (ServerParams.php): never the Host header. */
+static const char *server_name(const struct pg_head *h)
+{
+	static const char *configured;
+	static bool looked;
+
+	if (!looked) {
+		configured = getenv("PEREGRINE_SERVER_NAME");
+		looked = true;
+	}
+	return configured != NULL && configured[0] != '\0' ? configured : h->field[PG_SERVER_ADDR];
 }
 
 static const char *header_value(const struct pg_head *h, const char *name)
@@ -286,22 +303,65 @@ static const char *remote_user(struct pg_request *r, const char *auth)
 	return user;
 }
 
-/* Builds the request's server variables in the order FPM behind nginx registers them: the
- * fields of the frame, the headers, then the server parameters as given. */
-static void prepare_vars(struct pg_request *r)
+/* The value of the last server parameter named name, or NULL. The parameters come after the
+ * headers' variables, so a parameter wins over a header's (as pg_param() reads them). */
+static const char *last_param(const struct pg_head *h, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (size_t i = h->nparams; i-- > 0;)
+		if (h->params[i].name_len == len && memcmp(h->params[i].name, name, len) == 0)
+			return h->params[i].value;
+	return NULL;
+}
+
+/* Sizes the request's arena and takes from the head what every request needs: the content
+ * type, the cookies and PHP_SELF. The server variables wait for pg_request_vars(): a worker
+ * whose code never reads $_SERVER, getenv() or getallheaders() never needs them, and building
+ * them was a tenth of a small request's instructions in direct mode. */
+static void prepare_request(struct pg_request *r)
 {
 	const struct pg_head *h = &r->head;
 	const char *auth = header_value(h, "authorization");
-	size_t head_len = 0;
-	const char *v;
+	size_t head_len = 0, cookies = 0;
+	const char *cookie = NULL;
 
 	/* Names (HTTP_ + name), joined values, PHP_SELF (two fields of the head), REMOTE_USER. */
-	for (size_t i = 0; i < h->nheaders; i++)
+	for (size_t i = 0; i < h->nheaders; i++) {
 		head_len += h->headers[i].name_len + h->headers[i].value_len + 16;
+		if (h->headers[i].name_len == 6 && memcmp(h->headers[i].name, "cookie", 6) == 0 && cookies++ == 0)
+			cookie = h->headers[i].value;
+	}
 	r->arena_cap = head_len + r->head_len + (auth ? strlen(auth) : 0) + 64;
 	r->arena = pg_xmalloc(r->arena_cap);
-	r->vars = pg_xmalloc((20 + h->nheaders + h->nparams) * sizeof(*r->vars));
+	r->content_type = header_value(h, "content-type");
+	/* HTTP_COOKIE: a parameter of that name, or the Cookie headers joined with "; ". */
+	r->cookie = last_param(h, "HTTP_COOKIE");
+	if (r->cookie == NULL && cookies > 1) {
+		pg_request_vars();
+		r->cookie = pg_param("HTTP_COOKIE");
+	} else if (r->cookie == NULL) {
+		r->cookie = cookie;
+	}
 
+	/* PHP_SELF as FPM builds it with cgi.fix_pathinfo: SCRIPT_NAME then PATH_INFO. */
+	const char *script = last_param(h, "SCRIPT_NAME"), *info = last_param(h, "PATH_INFO");
+	r->php_self = script ? arena_dup(r, script, strlen(script), info ? info : "", info ? strlen(info) : 0)
+			     : h->field[PG_PATH];
+}
+
+/* Builds the request's server variables, once, in the order FPM behind nginx registers them:
+ * the fields of the frame, the headers, then the server parameters as given. Nothing without a
+ * request. */
+void pg_request_vars(void)
+{
+	struct pg_request *r = &pg.req;
+	const struct pg_head *h = &r->head;
+	const char *v;
+
+	if (r->vars != NULL || r->arena == NULL)
+		return;
+	r->vars = pg_xmalloc((20 + h->nheaders + h->nparams) * sizeof(*r->vars));
 	add_var(r, "FCGI_ROLE", "RESPONDER"); /* FPM's, from the FastCGI request's role */
 	add_var(r, "REQUEST_METHOD", h->field[PG_METHOD]);
 	add_var(r, "REQUEST_URI", h->field[PG_URI]);
@@ -314,32 +374,30 @@ static void prepare_vars(struct pg_request *r)
 	add_var(r, "SERVER_PORT", h->field[PG_SERVER_PORT]);
 	if (strcmp(h->field[PG_SCHEME], "https") == 0)
 		add_var(r, "HTTPS", "on");
-	r->content_type = header_value(h, "content-type");
 	add_var(r, "CONTENT_TYPE", r->content_type ? r->content_type : "");
 	v = header_value(h, "content-length");
 	add_var(r, "CONTENT_LENGTH", v ? v : "");
 	add_var(r, "GATEWAY_INTERFACE", "CGI/1.1");
 	add_var(r, "SERVER_SOFTWARE", "peregrine");
-	add_var(r, "REMOTE_USER", remote_user(r, auth));
+	add_var(r, "REMOTE_USER", remote_user(r, header_value(h, "authorization")));
 	for (size_t i = 0; i < h->nheaders; i++)
 		add_header_var(r, i);
-	for (size_t i = 0; i < h->nparams; i++)
+	bool named = false;
+	for (size_t i = 0; i < h->nparams; i++) {
+		named = named || strcmp(h->params[i].name, "SERVER_NAME") == 0;
 		r->vars[r->nvars++] = h->params[i];
-	r->cookie = pg_param("HTTP_COOKIE");
-
-	/* PHP_SELF as FPM builds it with cgi.fix_pathinfo: SCRIPT_NAME then PATH_INFO. */
-	const char *script = pg_param("SCRIPT_NAME"), *info = pg_param("PATH_INFO");
-	r->php_self = script ? arena_dup(r, script, strlen(script), info ? info : "", info ? strlen(info) : 0)
-			     : h->field[PG_PATH];
+	}
+	if (!named) /* a worker script without http.root: the front passes no parameter */
+		add_var(r, "SERVER_NAME", server_name(h));
 }
 
 bool pg_next_request(void)
 {
-	struct pg_request *r = &pg.req;
 	unsigned char hdr[12], lenbuf[4];
-	const char *err;
 
 	pg_discard_body();
+	if (pg.direct) /* direct.c reads requests from clients */
+		return pg_direct_next();
 	if (pg.eof || !read_full(hdr, sizeof(hdr))) {
 		pg.stopped = true;
 		return false;
@@ -348,7 +406,7 @@ bool pg_next_request(void)
 		pg_protocol_error("frame header version is not 3");
 	uint32_t len = get32(hdr + 8);
 	if (hdr[1] == PG_STOP) {
-		r->body_left = len; /* a STOP carries nothing; skip whatever it has */
+		pg.req.body_left = len; /* a STOP carries nothing; skip whatever it has */
 		pg_discard_body();
 		pg.stopped = true;
 		return false;
@@ -362,23 +420,38 @@ bool pg_next_request(void)
 	if (head_len > len - 4 || head_len > MAX_HEAD)
 		pg_protocol_error("REQUEST head length exceeds the payload");
 
-	memset(r, 0, sizeof(*r));
-	r->id = get32(hdr + 4);
-	r->body_left = len - 4 - head_len;
-	r->head_len = head_len;
-	r->head_buf = pg_xmalloc((size_t)head_len + 1);
+	char *head_buf = pg_xmalloc((size_t)head_len + 1);
 	if (head_len > 0)
-		read_full(r->head_buf, head_len);
-	r->head_buf[head_len] = '\0';
+		read_full(head_buf, head_len);
+	head_buf[head_len] = '\0';
+	pg_request_load(get32(hdr + 4), head_buf, head_len, len - 4 - head_len, 0);
+	return true;
+}
+
+/* Starts pg.req from a head in the REQUEST format (decode.h), NUL-terminated at head_len,
+ * which it takes; body_len bytes of body follow, read with pg_read_body(). time: when the
+ * request began (Unix seconds, REQUEST_TIME_FLOAT), or 0 for now. */
+void pg_request_load(uint32_t id, char *head_buf, size_t head_len, uint64_t body_len, double time)
+{
+	struct pg_request *r = &pg.req;
+	const char *err;
+
+	memset(r, 0, sizeof(*r));
+	r->id = id;
+	r->body_left = body_len;
+	r->head_len = head_len;
+	r->head_buf = head_buf;
 	if (pg_head_decode(&r->head, r->head_buf, head_len, &err) != 0)
 		pg_protocol_error(err);
-	struct timeval tv;
-	gettimeofday(&tv, NULL);
-	r->time = (double)tv.tv_sec + tv.tv_usec / 1e6;
+	if (time <= 0) {
+		struct timeval tv;
+		gettimeofday(&tv, NULL);
+		time = (double)tv.tv_sec + tv.tv_usec / 1e6;
+	}
+	r->time = time;
 	r->status = 200;
-	prepare_vars(r);
+	prepare_request(r);
 	pg.out_len = 0;
-	return true;
 }
 
 /* Sends the answer's next frame with the output collected so far: RESPONSE first, BODY after.
@@ -391,6 +464,10 @@ static void emit(uint16_t flags, bool done, uint16_t done_flags)
 	size_t len;
 	int n;
 
+	if (pg.direct) { /* HTTP to the client; no DONE: the server sent no REQUEST */
+		pg_direct_emit(done ? 0 : flags);
+		return;
+	}
 	if (r->started) {
 		hdr[1] = PG_BODY;
 		iov[1] = (struct iovec){pg.out, pg.out_len};
@@ -430,6 +507,10 @@ void pg_send_hints(const char *pairs, size_t len)
 {
 	struct iovec v = {(char *)pairs, len};
 
+	if (pg.direct) {
+		pg_direct_hints(pairs, len);
+		return;
+	}
 	send_frame(PG_HINTS, 0, pg.req.id, &v, 1);
 }
 
@@ -450,12 +531,16 @@ void pg_request_end(bool last)
 
 	if (pg.said_last)
 		return;
+	if (pg.direct && last)
+		pg_direct_last();
 	if (!pg.req.finished) {
 		emit(0, true, flags);
 		pg.req.finished = true;
-	} else {
+	} else if (!pg.direct) {
 		send_frame(PG_DONE, flags, pg.req.id, NULL, 0);
 	}
+	if (pg.direct)
+		pg_direct_request_end();
 	pg.last_id = pg.req.id;
 	pg.said_last = last;
 }

@@ -90,6 +90,7 @@ static int serve(int argc, char **argv)
 	fcntl(4, F_SETFD, FD_CLOEXEC);
 	pg.out = pg_xmalloc(PG_BODY_CHUNK);
 	pg.worker = argc > 0;
+	pg.direct = pg.worker && pg_direct_init();
 	return pg.worker ? pg_worker_run(argc, argv) : classic_serve();
 }
 
@@ -116,6 +117,7 @@ static void ensure_opcache(char **argv)
 	args[1] = "-dzend_extension=opcache.so";
 	memcpy(args + 2, argv + 1, (size_t)argc * sizeof(char *));
 	setenv(REEXEC_ENV, "1", 1);
+	pg_engine_keep();
 	execv("/proc/self/exe", args);
 	fprintf(stderr, "peregrine-php: re-executing with OPcache: %s\n", strerror(errno));
 	free(args);
@@ -148,6 +150,9 @@ int main(int argc, char **argv)
 	bool template = false;
 	int i, status;
 
+#ifndef PG_ENGINE
+	pg_engine_exec(argv); /* returns when PEREGRINE_PHP_ENGINE is unset or unusable */
+#endif
 	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
 		if (strcmp(argv[i], "--template") == 0)
 			template = true;
@@ -179,6 +184,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "peregrine-php: PHP failed to start\n");
 		return 1;
 	}
+	if (!pg_engine_matches())
+		return 70;
 	ensure_opcache(argv);
 	if (template && !pg_template_serve()) {
 		status = 0; /* the template, at the end of its control socket */

@@ -20,7 +20,7 @@
 enum {
 	PG_VERSION = 3,
 	PG_READY = 1, PG_REQUEST = 2, PG_RESPONSE = 3, PG_STOP = 4, PG_ERROR = 5, PG_BODY = 6,
-	PG_HINTS = 7, PG_DONE = 8,
+	PG_HINTS = 7, PG_DONE = 8, PG_CANCEL = 9,
 	PG_FLAG_MORE = 1, PG_FLAG_FLUSH = 2, PG_FLAG_LAST = 4,
 };
 
@@ -35,7 +35,7 @@ struct pg_request {
 	char *head_buf;          /* the REQUEST head, NUL-terminated; `head` points into it */
 	size_t head_len;
 	struct pg_head head;
-	struct pg_pair *vars;    /* what $_SERVER gets from the request, in order */
+	struct pg_pair *vars;    /* what $_SERVER gets from the request, in order; NULL until pg_request_vars() */
 	size_t nvars;
 	char *arena;             /* derived names and joined values the vars point to */
 	size_t arena_used, arena_cap;
@@ -61,6 +61,8 @@ struct pg_runtime {
 	bool eof;                /* fd 3 is at its end: no request will follow */
 	bool stopped;            /* STOP or end of input: the server expects nothing more */
 	bool said_last;          /* a DONE with LAST went out: nothing more is written */
+	bool direct;             /* direct mode: requests come from clients, not on fd 3 (direct.c) */
+	int concurrency;         /* PEREGRINE_CONCURRENCY, read once at start (not per request) */
 	uint32_t last_id;        /* the last request that ended (its DONE went out) */
 	const char *script;
 	struct pg_request req;
@@ -85,16 +87,56 @@ void pg_answer_finish(void);
 void pg_request_end(bool last);
 void pg_say_exit(void);
 void pg_request_free(void);
+void pg_request_load(uint32_t id, char *head_buf, size_t head_len, uint64_t body_len, double time);
+void pg_request_vars(void);
+
+/* direct.c: direct mode, the worker's own HTTP/1.1 event loop (docs/direct.md) */
+bool pg_direct_init(void);
+bool pg_direct_next(void);
+size_t pg_direct_read_body(char *buf, size_t count);
+void pg_direct_emit(uint16_t flags);
+void pg_direct_hints(const char *pairs, size_t len);
+void pg_direct_request_end(void);
+void pg_direct_last(void);
+bool pg_direct_fibers(void);
+php_stream *pg_direct_stream(int fd);
+bool pg_direct_full(uint32_t id);
+size_t pg_direct_drained(const uint32_t **ids);
+
+/* The request's fields as Peregrine\Http\Request has them, in the order of
+ * peregrine_request()'s list (sapi.c): the values $_SERVER would have. */
+enum {
+	PG_F_METHOD, PG_F_URI, PG_F_PATH, PG_F_QUERY, PG_F_PROTOCOL, PG_F_REMOTE_ADDR, PG_F_REMOTE_PORT,
+	PG_F_SERVER_ADDR, PG_F_SERVER_PORT, PG_F_SCHEME, PG_F_FORM, PG_F_CONTENT_TYPE, PG_F_CONTENT_LENGTH,
+	PG_NFIELDS
+};
+
+struct pg_fields {
+	const char *s[PG_NFIELDS]; /* into the request's buffers, or constants; not terminated for the path */
+	size_t len[PG_NFIELDS];
+};
 
 /* sapi.c */
+void pg_request_fields(struct pg_fields *out);
+void pg_request_headers(zval *arr);
 void pg_request_info_fill(void);
 void pg_request_info_clear(void);
 const char *pg_param(const char *name);
 bool pg_fatal_error(void);
 
+/* nativeserver.c */
+PHP_FUNCTION(peregrine_request_object);
+PHP_FUNCTION(peregrine_answer);
+PHP_FUNCTION(peregrine_output_removable);
+
 /* template.c: --template, the process workers are forked from */
 void pg_template_reserve_fds(void);
 bool pg_template_serve(void);
+
+/* engine.c: PEREGRINE_PHP_ENGINE */
+void pg_engine_exec(char **argv);
+void pg_engine_keep(void);
+bool pg_engine_matches(void);
 
 /* worker.c */
 int pg_worker_run(int argc, char **argv);

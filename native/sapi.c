@@ -18,6 +18,7 @@ const char *pg_param(const char *name)
 {
 	size_t len = strlen(name);
 
+	pg_request_vars();
 	for (size_t i = pg.req.nvars; i-- > 0;)
 		if (pg.req.vars[i].name_len == len && memcmp(pg.req.vars[i].name, name, len) == 0)
 			return pg.req.vars[i].value;
@@ -76,6 +77,8 @@ static void (*import_process_environment)(zval *arr);
 static void import_with_request(zval *arr)
 {
 	import_process_environment(arr);
+	if (pg.active)
+		pg_request_vars();
 	for (size_t i = 0; pg.active && i < pg.req.nvars; i++)
 		add_assoc_stringl_ex(arr, pg.req.vars[i].name, pg.req.vars[i].name_len, (char *)pg.req.vars[i].value,
 				     pg.req.vars[i].value_len);
@@ -193,11 +196,11 @@ static void user_ini_activate(char *path, size_t path_len, const char *doc_root,
 static void activate_dir_config(void)
 {
 	const char *script = SG(request_info).path_translated;
-	const char *host = pg_param("SERVER_NAME"), *doc_root = pg_param("DOCUMENT_ROOT");
-	bool user_ini = PG(user_ini_filename) && *PG(user_ini_filename);
 
 	if (pg.worker || !pg.active || script == NULL)
-		return;
+		return; /* before pg_param(): sapi_activate() runs twice a worker-mode request */
+	const char *host = pg_param("SERVER_NAME"), *doc_root = pg_param("DOCUMENT_ROOT");
+	bool user_ini = PG(user_ini_filename) && *PG(user_ini_filename);
 	if (php_ini_has_per_host_config() && host != NULL) {
 		char *lower = estrdup(host);
 		zend_str_tolower(lower, strlen(lower));
@@ -301,11 +304,13 @@ static void append_header(smart_string *buf, const sapi_header_struct *h, int *s
 }
 
 /* Answers 502 with no header and no body, now, for a status the answer cannot carry: PHP lets
- * http_response_code() set any int (1000, 65736, -1), and nginx answers 502 when FPM passes
- * such a status on. The script goes on, its output discarded, as after fastcgi_finish_request(). */
+ * http_response_code() set any int (1000, 65736, -1), or a 1xx, which cannot end an answer,
+ * and nginx answers 502 when FPM passes such a status on. The script goes on, its output
+ * discarded, as after fastcgi_finish_request(). */
 static void answer_bad_status(int status)
 {
-	fprintf(stderr, "peregrine-php: the script set the HTTP status %d, outside 100..999: answering 502\n", status);
+	fprintf(stderr, "peregrine-php: the script set the HTTP status %d, %s: answering 502\n", status,
+		status >= 100 && status < 200 ? "a 1xx, which cannot end an answer" : "outside 100..999");
 	free(pg.req.resp_head);
 	pg.req.resp_head = NULL;
 	pg.req.resp_head_len = 0;
@@ -315,8 +320,43 @@ static void answer_bad_status(int status)
 	pg_answer_finish();
 }
 
+/* The header of an answer to a job a fatal error ended (php/src/Internal/JobConsumer.php):
+ * its message, which the server keeps as the job's error. */
+#define JOB_ERROR_HEADER "x-peregrine-job-error"
+#define JOB_ERROR_MAX 1024
+
+/* Adds the fatal error's message to the head of an answer to a JOB request, as JobConsumer's
+ * shutdown function would: after memory ran out that PHP code cannot run (it needs memory),
+ * and the job's error said only that a fatal error ended it. The message is built here, in
+ * the head's buffer, as the head itself is. */
+static void append_job_error(smart_string *buf)
+{
+	const struct pg_head *h = &pg.req.head;
+	char msg[JOB_ERROR_MAX];
+	int n;
+
+	if (h->field[PG_METHOD] == NULL || h->field_len[PG_METHOD] != 3 || memcmp(h->field[PG_METHOD], "JOB", 3) != 0)
+		return;
+	n = snprintf(msg, sizeof msg, "PHP Fatal error: %s in %s:%d", ZSTR_VAL(PG(last_error_message)),
+		     PG(last_error_file) ? ZSTR_VAL(PG(last_error_file)) : "Unknown", PG(last_error_lineno));
+	if (n < 0)
+		return;
+	n = n < (int)sizeof msg ? n : (int)sizeof msg - 1;
+	for (int i = 0; i < n; i++)
+		if (msg[i] == '\r' || msg[i] == '\n' || msg[i] == '\0')
+			msg[i] = ' ';
+	smart_string_appendl(buf, JOB_ERROR_HEADER, sizeof JOB_ERROR_HEADER - 1);
+	smart_string_appendc(buf, '\0');
+	smart_string_appendl(buf, msg, (size_t)n);
+	smart_string_appendc(buf, '\0');
+}
+
+/* Set while headers_send() sends a 1xx: only then is a 1xx status a HINTS frame. */
+static bool pg_sending_hints;
+
 /* Collects the head of the answer; it goes out with the first part of the body. A 1xx status
- * (headers_send(103)) goes out at once as a HINTS frame. */
+ * sent by headers_send(103) goes out at once as a HINTS frame; one still set when the answer
+ * starts (http_response_code(150) and output) is a 502, as under nginx + PHP-FPM. */
 static int pg_send_headers(sapi_headers_struct *headers)
 {
 	zend_llist_position pos;
@@ -325,15 +365,22 @@ static int pg_send_headers(sapi_headers_struct *headers)
 
 	if (!pg.active || pg.req.finished || pg.req.started)
 		return SAPI_HEADER_SENT_SUCCESSFULLY;
+	bool job_error = false;
 	for (sapi_header_struct *h = zend_llist_get_first_ex(&headers->headers, &pos); h != NULL;
-	     h = zend_llist_get_next_ex(&headers->headers, &pos))
+	     h = zend_llist_get_next_ex(&headers->headers, &pos)) {
 		append_header(&buf, h, &status);
-	if (status >= 100 && status < 200) {
+		if (h->header_len > sizeof JOB_ERROR_HEADER && h->header[sizeof JOB_ERROR_HEADER - 1] == ':' &&
+		    strncasecmp(h->header, JOB_ERROR_HEADER, sizeof JOB_ERROR_HEADER - 1) == 0)
+			job_error = true;
+	}
+	if (!job_error && pg_fatal_error())
+		append_job_error(&buf);
+	if (status >= 100 && status < 200 && pg_sending_hints) {
 		pg_send_hints(buf.c, buf.len ? buf.len - 1 : 0);
 		smart_string_free(&buf);
 		return SAPI_HEADER_SENT_SUCCESSFULLY;
 	}
-	if (status < 100 || status > 999) {
+	if (status < 200 || status > 999) {
 		smart_string_free(&buf);
 		answer_bad_status(status);
 		return SAPI_HEADER_SENT_SUCCESSFULLY;
@@ -435,16 +482,43 @@ static void pg_register_variables(zval *arr)
 		pg_register("DOCUMENT_ROOT", "", 0, arr);
 		return;
 	}
+	pg_request_vars();
 	for (size_t i = 0; i < pg.req.nvars; i++)
 		pg_register(pg.req.vars[i].name, pg.req.vars[i].value, pg.req.vars[i].value_len, arr);
 	pg_register("PHP_SELF", pg.req.php_self, strlen(pg.req.php_self), arr);
 }
 
-/* PHP's log (error_log unset): stderr, which the server logs. */
+/* Writes s to stderr as nginx writes a request line in its error log: bytes outside printable
+ * ASCII, the double quote and the backslash as \xHH, so that the line's end stays its end. */
+static void log_quoted(const char *s)
+{
+	for (; s && *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
+			fprintf(stderr, "\\x%02X", c);
+		else
+			fputc(c, stderr);
+	}
+}
+
+/* PHP's log (error_log unset): stderr, which the server logs. In classic mode a message about a
+ * request names it at its end, as nginx's error log does (, request: "GET /a.php?x=1
+ * HTTP/1.1"); the server moves that into the record's request attribute (daemon/phplog.go). */
 static void pg_log_message(const char *message, int syslog_type)
 {
 	(void)syslog_type;
-	fprintf(stderr, "%s\n", message);
+	if (pg.worker || !pg.active) {
+		fprintf(stderr, "%s\n", message);
+		return;
+	}
+	const struct pg_head *h = &pg.req.head;
+	fprintf(stderr, "%s, request: \"", message);
+	log_quoted(h->field[PG_METHOD]);
+	fputc(' ', stderr);
+	log_quoted(h->field[PG_URI]);
+	fputc(' ', stderr);
+	log_quoted(h->field[PG_PROTOCOL]);
+	fputs("\"\n", stderr);
 }
 
 static zend_result pg_get_request_time(double *t)
@@ -498,6 +572,8 @@ PHP_FUNCTION(getallheaders)
 {
 	ZEND_PARSE_PARAMETERS_NONE();
 	array_init(return_value);
+	if (pg.active)
+		pg_request_vars();
 	for (size_t i = 0; pg.active && i < pg.req.nvars; i++) {
 		const struct pg_pair *v = &pg.req.vars[i];
 		char name[256];
@@ -515,10 +591,20 @@ PHP_FUNCTION(getallheaders)
 	}
 }
 
+/* Appends a string to a list: PHP's shared empty and one-character strings for those (a
+ * request's query, form, content type and length are most often empty), allocated otherwise. */
+static void list_addl(zval *list, const char *s, size_t len)
+{
+	zval v;
+
+	ZVAL_STRINGL_FAST(&v, s, len);
+	zend_hash_next_index_insert_new(Z_ARRVAL_P(list), &v);
+}
+
 /* peregrine_request_headers(): the request's headers as the server received them, lower-case
  * name => list of values in order (a header sent twice has two), what Peregrine\Http\Request's
  * $headers holds on the cli runtime. getallheaders() has them as nginx passes them to FPM. */
-static void request_headers(zval *arr)
+void pg_request_headers(zval *arr)
 {
 	array_init(arr);
 	for (size_t i = 0; pg.active && i < pg.req.head.nheaders; i++) {
@@ -529,14 +615,14 @@ static void request_headers(zval *arr)
 			array_init(&empty);
 			values = zend_symtable_str_update(Z_ARRVAL_P(arr), h->name, h->name_len, &empty);
 		}
-		add_next_index_stringl(values, h->value, h->value_len);
+		list_addl(values, h->value, h->value_len);
 	}
 }
 
 PHP_FUNCTION(peregrine_request_headers)
 {
 	ZEND_PARSE_PARAMETERS_NONE();
-	request_headers(return_value);
+	pg_request_headers(return_value);
 }
 
 /* A server variable of the current request as $_SERVER has it: value, the one derived from
@@ -562,42 +648,56 @@ static const char *first_header(const char *name)
 	return NULL;
 }
 
-/* peregrine_request(): array, what Peregrine\Internal\NativeServer builds its Request from in
- * one call, without $_SERVER (whose registration costs more than the rest of a small request):
- * [0] a list of the request's fields as Request::fromFrame() takes them (method, uri, path,
- * query, protocol, remote address and port, server address and port, scheme, form ''), then
- * CONTENT_TYPE and CONTENT_LENGTH ("" when there is none), each the value $_SERVER would have;
- * [1] the headers as peregrine_request_headers() returns them. */
+/* The request's fields as Peregrine\Http\Request has them (struct pg_fields, peregrine.h), each
+ * the value $_SERVER would have: from the REQUEST's fields or headers, unless a server parameter
+ * of the same name replaces it. */
+void pg_request_fields(struct pg_fields *out)
+{
+	const char *const *f = pg.req.head.field;
+	const char *length = SERVER_VAR("CONTENT_LENGTH", first_header("content-length"));
+	const char *uri = SERVER_VAR("REQUEST_URI", f[PG_URI]), *q = strchr(uri, '?');
+	const char *https = SERVER_VAR("HTTPS", strcmp(f[PG_SCHEME], "https") == 0 ? "on" : NULL);
+
+	out->s[PG_F_METHOD] = SERVER_VAR("REQUEST_METHOD", f[PG_METHOD]);
+	out->s[PG_F_URI] = uri;
+	out->s[PG_F_PATH] = uri;
+	out->s[PG_F_QUERY] = q ? q + 1 : "";
+	out->s[PG_F_PROTOCOL] = SERVER_VAR("SERVER_PROTOCOL", f[PG_PROTOCOL]);
+	out->s[PG_F_REMOTE_ADDR] = SERVER_VAR("REMOTE_ADDR", f[PG_REMOTE_ADDR]);
+	out->s[PG_F_REMOTE_PORT] = SERVER_VAR("REMOTE_PORT", f[PG_REMOTE_PORT]);
+	out->s[PG_F_SERVER_ADDR] = SERVER_VAR("SERVER_ADDR", f[PG_SERVER_ADDR]);
+	out->s[PG_F_SERVER_PORT] = SERVER_VAR("SERVER_PORT", f[PG_SERVER_PORT]);
+	out->s[PG_F_SCHEME] = https && *https && strcasecmp(https, "off") != 0 ? "https" : "http";
+	out->s[PG_F_FORM] = "";
+	out->s[PG_F_CONTENT_TYPE] = SERVER_VAR("CONTENT_TYPE", pg.req.content_type ? pg.req.content_type : "");
+	out->s[PG_F_CONTENT_LENGTH] = length ? length : "";
+	for (size_t i = 0; i < PG_NFIELDS; i++)
+		out->len[i] = strlen(out->s[i]);
+	out->len[PG_F_PATH] = q ? (size_t)(q - uri) : out->len[PG_F_URI];
+}
+
+/* peregrine_request(): array, the request in one call, without $_SERVER (whose registration
+ * costs more than the rest of a small request): [0] a list of the request's fields as
+ * Request::fromFrame() takes them (method, uri, path, query, protocol, remote address and port,
+ * server address and port, scheme, form ''), then CONTENT_TYPE and CONTENT_LENGTH ("" when there
+ * is none); [1] the headers as peregrine_request_headers() returns them. NativeServer builds its
+ * Request with peregrine_request_object() (nativeserver.c), and with this one for a multipart
+ * request and to name a request that failed. */
 PHP_FUNCTION(peregrine_request)
 {
 	zval fields, headers;
-	const char *uri, *q, *https;
+	struct pg_fields f;
 
 	ZEND_PARSE_PARAMETERS_NONE();
 	array_init(return_value);
 	if (!pg.active)
 		return;
-	const char *const *f = pg.req.head.field;
-	const char *length = SERVER_VAR("CONTENT_LENGTH", first_header("content-length"));
-	array_init_size(&fields, 13);
-	add_next_index_string(&fields, SERVER_VAR("REQUEST_METHOD", f[PG_METHOD]));
-	uri = SERVER_VAR("REQUEST_URI", f[PG_URI]);
-	q = strchr(uri, '?');
-	add_next_index_string(&fields, uri);
-	add_next_index_stringl(&fields, uri, q ? (size_t)(q - uri) : strlen(uri));
-	add_next_index_string(&fields, q ? q + 1 : "");
-	add_next_index_string(&fields, SERVER_VAR("SERVER_PROTOCOL", f[PG_PROTOCOL]));
-	add_next_index_string(&fields, SERVER_VAR("REMOTE_ADDR", f[PG_REMOTE_ADDR]));
-	add_next_index_string(&fields, SERVER_VAR("REMOTE_PORT", f[PG_REMOTE_PORT]));
-	add_next_index_string(&fields, SERVER_VAR("SERVER_ADDR", f[PG_SERVER_ADDR]));
-	add_next_index_string(&fields, SERVER_VAR("SERVER_PORT", f[PG_SERVER_PORT]));
-	https = SERVER_VAR("HTTPS", strcmp(f[PG_SCHEME], "https") == 0 ? "on" : NULL);
-	add_next_index_string(&fields, https && *https && strcasecmp(https, "off") != 0 ? "https" : "http");
-	add_next_index_string(&fields, "");
-	add_next_index_string(&fields, SERVER_VAR("CONTENT_TYPE", pg.req.content_type ? pg.req.content_type : ""));
-	add_next_index_string(&fields, length ? length : "");
+	pg_request_fields(&f);
+	array_init_size(&fields, PG_NFIELDS);
+	for (size_t i = 0; i < PG_NFIELDS; i++)
+		list_addl(&fields, f.s[i], f.len[i]);
 	add_next_index_zval(return_value, &fields);
-	request_headers(&headers);
+	pg_request_headers(&headers);
 	add_next_index_zval(return_value, &headers);
 }
 
@@ -614,7 +714,9 @@ PHP_FUNCTION(headers_send)
 	int previous = SG(sapi_headers).http_response_code;
 	SG(sapi_headers).http_response_code = (int)status;
 	if (status >= 100 && status < 200) {
+		pg_sending_hints = true;
 		int ret = pg_send_headers(&SG(sapi_headers));
+		pg_sending_hints = false;
 		SG(sapi_headers).http_response_code = previous;
 		RETURN_LONG(ret);
 	}
@@ -631,6 +733,19 @@ ZEND_END_ARG_INFO()
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_getallheaders, 0, 0, IS_ARRAY, 0)
 ZEND_END_ARG_INFO()
 
+ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_request_object, 0, 0, Peregrine\\Http\\Request, 1)
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_answer, 0, 3, IS_VOID, 0)
+	ZEND_ARG_TYPE_INFO(0, status, IS_LONG, 0)
+	ZEND_ARG_TYPE_INFO(0, headers, IS_ARRAY, 0)
+	ZEND_ARG_TYPE_INFO(0, body, IS_STRING, 0)
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_output_removable, 0, 1, IS_VOID, 0)
+	ZEND_ARG_TYPE_INFO(0, level, IS_LONG, 0)
+ZEND_END_ARG_INFO()
+
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_headers_send, 0, 0, IS_LONG, 0)
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, status, IS_LONG, 0, "200")
 ZEND_END_ARG_INFO()
@@ -642,6 +757,9 @@ const zend_function_entry pg_functions[] = {
 	PHP_FALIAS(apache_request_headers, getallheaders, arginfo_getallheaders)
 	PHP_FE(peregrine_request_headers, arginfo_getallheaders)
 	PHP_FE(peregrine_request, arginfo_getallheaders)
+	PHP_FE(peregrine_request_object, arginfo_request_object)
+	PHP_FE(peregrine_answer, arginfo_answer)
+	PHP_FE(peregrine_output_removable, arginfo_output_removable)
 	PHP_FE(headers_send, arginfo_headers_send)
 	PHP_FE_END
 };

@@ -72,6 +72,11 @@ static void table_error(const char *fmt, ...)
 	efree(msg);
 }
 
+static ZEND_COLD void table_full(const tbl *t)
+{
+	table_error("table %s is full: all its %u rows are used (raise tables.define.%s.rows)", t->d->name, t->d->capacity, t->d->name);
+}
+
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
 #else
@@ -323,9 +328,10 @@ static void recover(const tbl *t)
 		__atomic_store_n(&st->seq, st->seq + 1, __ATOMIC_RELEASE);
 }
 
-/* Takes the table's lock. The pid is asked for each time, never cached: the template forks
+/* Takes the table's lock without announcing a write: where() holds it this way to walk a chain
+ * that writers keep changing. The pid is asked for each time, never cached: the template forks
  * workers with a raw clone(), which runs no atfork handler, and PHP code may pcntl_fork(). */
-static void lock(const tbl *t)
+static void acquire(const tbl *t)
 {
 	struct pgt_state *st = t->st;
 	uint32_t me = (uint32_t)getpid();
@@ -348,7 +354,16 @@ static void lock(const tbl *t)
 	}
 	if (st->jn != 0 || (st->seq & 1)) /* a previous owner died after releasing nothing */
 		recover(t);
-	__atomic_store_n(&st->seq, st->seq + 1, __ATOMIC_RELAXED); /* odd: a write is under way */
+}
+
+/* Releases a lock taken by acquire(), which changed nothing. */
+static void release(const tbl *t) { __atomic_store_n(&t->st->lock, 0, __ATOMIC_RELEASE); }
+
+/* Takes the table's lock for a write. */
+static void lock(const tbl *t)
+{
+	acquire(t);
+	__atomic_store_n(&t->st->seq, t->st->seq + 1, __ATOMIC_RELAXED); /* odd: a write is under way */
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 }
 
@@ -408,10 +423,14 @@ static uint32_t read_begin(const tbl *t)
 	}
 }
 
+/* Whether a write moved the sequence since s, counting the retry this means. */
 static bool read_retry(const tbl *t, uint32_t s)
 {
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	return __atomic_load_n(&t->st->seq, __ATOMIC_RELAXED) != s;
+	if (__atomic_load_n(&t->st->seq, __ATOMIC_RELAXED) == s)
+		return false;
+	__atomic_fetch_add(&t->st->read_retries, 1, __ATOMIC_RELAXED);
+	return true;
 }
 
 /* The row holding k, or 0. Safe without the lock: every row number is checked and the walk is
@@ -548,6 +567,18 @@ static void remove_row(const tbl *t, uint32_t i, uint32_t prev, const key_t_ *k)
 	*hnext(t, r) = st->free_head;
 	save_put32(t, &st->free_head, i);
 	save_put32(t, &st->count, st->count - 1);
+}
+
+/* Finds row k or creates it at zeros, under the lock; 0 when the table is full. */
+static uint32_t find_or_insert(const tbl *t, const key_t_ *k, bool *new)
+{
+	uint32_t i = find(t, k, NULL);
+	*new = false;
+	if (!i) {
+		i = insert(t, k);
+		*new = i != 0;
+	}
+	return i;
 }
 
 /* ---- the segment ---- */
@@ -725,18 +756,14 @@ PHP_METHOD(Peregrine_Table, set)
 	} ZEND_HASH_FOREACH_END();
 
 	lock(&t);
-	bool new = false;
-	uint32_t i = find(&t, &k, NULL);
-	if (!i) {
-		i = insert(&t, &k);
-		new = true;
-	}
+	bool new;
+	uint32_t i = find_or_insert(&t, &k, &new);
 	if (i)
 		write_columns(&t, i, img, mask, new);
 	unlock(&t);
 	ROW_FREE(img);
 	if (!i) {
-		table_error("table %s is full: all its %u rows are used (raise tables.define.%s.rows)", t.d->name, t.d->capacity, t.d->name);
+		table_full(&t);
 		RETURN_THROWS();
 	}
 }
@@ -759,16 +786,173 @@ PHP_METHOD(Peregrine_Table, del)
 	RETURN_BOOL(i != 0);
 }
 
-/* incr and decr: adds by to an int or float column, creating the row (zeros) when missing. */
+/* One column of an incr or decr: what to add, checked before the lock is taken. */
+typedef struct {
+	const struct pgt_column *c;
+	zend_long n;
+	double f;
+} delta;
+
+/* Checks that column name can be added to by by (NULL: 1) and fills d; throws and returns false
+ * otherwise. */
+static bool delta_arg(const tbl *t, const char *name, size_t len, zval *by, int sign, delta *d)
+{
+	const struct pgt_column *c = column_named(t, name, len);
+	if (!c) {
+		table_error("table %s has no column %s", t->d->name, name);
+		return false;
+	}
+	if (c->type == PGT_STRING) {
+		table_error("table %s, column %s: incr and decr need an int or float column, not string(%u)", t->d->name, c->name, c->size);
+		return false;
+	}
+	if (by) {
+		ZVAL_DEREF(by);
+		if (Z_TYPE_P(by) != IS_LONG && Z_TYPE_P(by) != IS_DOUBLE) {
+			table_error("table %s, column %s: incr and decr add an int or a float, got %s", t->d->name, c->name, zend_zval_type_name(by));
+			return false;
+		}
+		if (c->type != PGT_FLOAT && Z_TYPE_P(by) == IS_DOUBLE) {
+			table_error("table %s, column %s: an int column is incremented by an int, got float", t->d->name, c->name);
+			return false;
+		}
+	}
+	zend_long n = by ? (Z_TYPE_P(by) == IS_LONG ? Z_LVAL_P(by) : 0) : 1;
+	d->c = c;
+	d->f = sign * (by ? (Z_TYPE_P(by) == IS_DOUBLE ? Z_DVAL_P(by) : (double)n) : 1.0);
+	/* wraps at the column's width, as C's unsigned arithmetic; no signed overflow at ZEND_LONG_MIN */
+	d->n = (zend_long)(sign > 0 ? (uint64_t)n : -(uint64_t)n);
+	return true;
+}
+
+/* Adds d to the row image img. */
+static void delta_apply(char *img, const delta *d)
+{
+	if (d->c->type == PGT_FLOAT) {
+		double v;
+		memcpy(&v, img + d->c->offset, 8);
+		v += d->f;
+		memcpy(img + d->c->offset, &v, 8);
+	} else {
+		int_put(img, d->c, (int64_t)((uint64_t)int_at(img, d->c) + (uint64_t)d->n));
+	}
+}
+
+/* incr and decr: add to one int or float column (incr($key, $column, $by = 1): the new value), or
+ * to several of one row at once (incr($key, [$column => $by, ...]): the new values by column),
+ * creating the row (zeros) when missing. Every column is checked before the lock is taken, and
+ * the row changes under one lock and one journal entry: all of it or, after a crash, none. */
 static void add(INTERNAL_FUNCTION_PARAMETERS, int sign)
 {
-	zval *key, *by = NULL;
-	zend_string *column;
+	zval *key, *by = NULL, *v;
+	zend_string *column = NULL, *name;
+	HashTable *columns = NULL;
 	ZEND_PARSE_PARAMETERS_START(2, 3)
 		Z_PARAM_ZVAL(key)
-		Z_PARAM_STR(column)
+		Z_PARAM_ARRAY_HT_OR_STR(columns, column)
 		Z_PARAM_OPTIONAL
 		Z_PARAM_NUMBER(by)
+	ZEND_PARSE_PARAMETERS_END();
+	tbl t = THIS_TBL();
+	key_t_ k;
+	if (!key_arg(&t, key, &k))
+		RETURN_THROWS();
+	delta ds[PGT_MAX_COLUMNS];
+	uint32_t nd = 0;
+	uint64_t mask = 0;
+	bool indexed = false;
+	if (column) {
+		if (!delta_arg(&t, ZSTR_VAL(column), ZSTR_LEN(column), by, sign, &ds[0]))
+			RETURN_THROWS();
+		nd = 1;
+	} else {
+		if (by) {
+			table_error("table %s: incr and decr with an array of columns take no third argument: the array says what to add", t.d->name);
+			RETURN_THROWS();
+		}
+		if (zend_hash_num_elements(columns) == 0) {
+			table_error("table %s: incr and decr need at least one column", t.d->name);
+			RETURN_THROWS();
+		}
+		ZEND_HASH_FOREACH_STR_KEY_VAL(columns, name, v) {
+			if (!name) {
+				table_error("table %s: incr and decr take an array of column names to amounts, got an integer key", t.d->name);
+				RETURN_THROWS();
+			}
+			if (!delta_arg(&t, ZSTR_VAL(name), ZSTR_LEN(name), v, sign, &ds[nd]))
+				RETURN_THROWS();
+			nd++; /* at most ncols: the names are distinct columns */
+		} ZEND_HASH_FOREACH_END();
+	}
+	for (uint32_t j = 0; j < nd; j++) {
+		mask |= 1ull << (ds[j].c - t.d->cols);
+		indexed |= ds[j].c->index >= 0;
+	}
+	ROW_BUF(t, img);
+
+	lock(&t);
+	bool new;
+	uint32_t i = find_or_insert(&t, &k, &new);
+	if (i) {
+		char *r = row_at(&t, i);
+		memcpy(img, r, t.d->stride);
+		for (uint32_t j = 0; j < nd; j++)
+			delta_apply(img, &ds[j]);
+		if (nd == 1 && !indexed && !new) { /* the common counter: journal the column only */
+			const struct pgt_column *c = ds[0].c;
+			save(&t, r + c->offset, (uint32_t)c->size);
+			memcpy(r + c->offset, img + c->offset, c->size);
+		} else {
+			write_columns(&t, i, img, mask, new);
+		}
+	}
+	unlock(&t);
+	if (!i) {
+		ROW_FREE(img);
+		table_full(&t);
+		RETURN_THROWS();
+	}
+	if (column) {
+		column_zval(img, ds[0].c, return_value);
+	} else {
+		array_init_size(return_value, nd);
+		for (uint32_t j = 0; j < nd; j++) {
+			zval nv;
+			column_zval(img, ds[j].c, &nv);
+			zend_hash_str_add_new(Z_ARRVAL_P(return_value), ds[j].c->name, strnlen(ds[j].c->name, sizeof ds[j].c->name), &nv);
+		}
+	}
+	ROW_FREE(img);
+}
+
+PHP_METHOD(Peregrine_Table, incr) { add(INTERNAL_FUNCTION_PARAM_PASSTHRU, 1); }
+PHP_METHOD(Peregrine_Table, decr) { add(INTERNAL_FUNCTION_PARAM_PASSTHRU, -1); }
+
+/* Whether column c holds the same value in the row images a and b: bytes for ints and strings
+ * (value_put zero-fills a string's tail, as a new row is), == for floats. */
+static bool same_value(const char *a, const char *b, const struct pgt_column *c)
+{
+	if (c->type == PGT_FLOAT) {
+		double x, y;
+		memcpy(&x, a + c->offset, 8);
+		memcpy(&y, b + c->offset, 8);
+		return x == y;
+	}
+	return memcmp(a + c->offset, b + c->offset, value_size(c)) == 0;
+}
+
+/* cas($key, $column, $old, $new): sets the column to new only if it holds old now, under the
+ * lock; a missing row counts as zeros (as for incr) and is created only when old matches. Both
+ * values are checked against the column first, as set() checks them. */
+PHP_METHOD(Peregrine_Table, cas)
+{
+	zval *key, *old, *nv;
+	zend_string *column;
+	ZEND_PARSE_PARAMETERS_START(4, 4)
+		Z_PARAM_ZVAL(key)
+		Z_PARAM_STR(column)
+		Z_PARAM_ZVAL(old)
+		Z_PARAM_ZVAL(nv)
 	ZEND_PARSE_PARAMETERS_END();
 	tbl t = THIS_TBL();
 	key_t_ k;
@@ -779,58 +963,45 @@ static void add(INTERNAL_FUNCTION_PARAMETERS, int sign)
 		table_error("table %s has no column %s", t.d->name, ZSTR_VAL(column));
 		RETURN_THROWS();
 	}
-	if (c->type == PGT_STRING) {
-		table_error("table %s, column %s: incr and decr need an int or float column, not string(%u)", t.d->name, c->name, c->size);
-		RETURN_THROWS();
-	}
-	if (c->type != PGT_FLOAT && by && Z_TYPE_P(by) == IS_DOUBLE) {
-		table_error("table %s, column %s: an int column is incremented by an int, got float", t.d->name, c->name);
-		RETURN_THROWS();
-	}
-	zend_long n = by ? (Z_TYPE_P(by) == IS_LONG ? Z_LVAL_P(by) : 0) : 1;
-	double f = by ? (Z_TYPE_P(by) == IS_DOUBLE ? Z_DVAL_P(by) : (double)n) : 1.0;
+	ROW_BUF(t, want);
+	ROW_BUF(t, next);
 	ROW_BUF(t, img);
+	bool ok = value_put(&t, want, c, old) && value_put(&t, next, c, nv);
 
-	lock(&t);
-	bool new = false;
-	uint32_t i = find(&t, &k, NULL);
-	if (!i) {
-		i = insert(&t, &k);
-		new = true;
-	}
-	if (i) {
-		char *r = row_at(&t, i);
-		memcpy(img, r, t.d->stride);
-		if (c->type == PGT_FLOAT) {
-			double v;
-			memcpy(&v, img + c->offset, 8);
-			v += sign * f;
-			memcpy(img + c->offset, &v, 8);
-			ZVAL_DOUBLE(return_value, v);
+	bool swapped = false, new = false;
+	uint32_t i = 0;
+	if (ok) {
+		lock(&t);
+		if ((i = find(&t, &k, NULL))) {
+			memcpy(img, row_at(&t, i), t.d->stride);
+			swapped = same_value(img, want, c);
 		} else {
-			/* wraps at the column's width, as C's unsigned arithmetic */
-			uint64_t delta = sign > 0 ? (uint64_t)n : -(uint64_t)n; /* no signed overflow at ZEND_LONG_MIN */
-			int64_t v = (int64_t)((uint64_t)int_at(img, c) + delta);
-			int_put(img, c, v);
-			ZVAL_LONG(return_value, int_at(img, c));
+			memset(img + c->offset, 0, value_size(c)); /* the column of a row at zeros */
+			if ((swapped = same_value(img, want, c))) {
+				i = insert(&t, &k);
+				new = true;
+				swapped = i != 0;
+				if (i)
+					memcpy(img, row_at(&t, i), t.d->stride);
+			}
 		}
-		if (c->index < 0 && !new) {
-			save(&t, r + c->offset, (uint32_t)c->size);
-			memcpy(r + c->offset, img + c->offset, c->size);
-		} else {
+		if (swapped) {
+			memcpy(img + c->offset, next + c->offset, value_size(c));
 			write_columns(&t, i, img, 1ull << (c - t.d->cols), new);
 		}
+		unlock(&t);
 	}
-	unlock(&t);
+	ROW_FREE(want);
+	ROW_FREE(next);
 	ROW_FREE(img);
-	if (!i) {
-		table_error("table %s is full: all its %u rows are used (raise tables.define.%s.rows)", t.d->name, t.d->capacity, t.d->name);
+	if (!ok)
+		RETURN_THROWS();
+	if (new && !i) {
+		table_full(&t);
 		RETURN_THROWS();
 	}
+	RETURN_BOOL(swapped);
 }
-
-PHP_METHOD(Peregrine_Table, incr) { add(INTERNAL_FUNCTION_PARAM_PASSTHRU, 1); }
-PHP_METHOD(Peregrine_Table, decr) { add(INTERNAL_FUNCTION_PARAM_PASSTHRU, -1); }
 
 PHP_METHOD(Peregrine_Table, count)
 {
@@ -853,8 +1024,37 @@ PHP_METHOD(Peregrine_Table, name)
 	RETURN_STRING(t.d->name);
 }
 
-/* where(column, value): the rows whose indexed column holds value, as key => row. The chain is
- * copied under the sequence, so the answer is one consistent moment of the table. */
+/* How many lock-free copies where() tries before it takes the lock for one walk. */
+#define WHERE_TRIES 3
+
+/* Copies the rows of c's index chain that hold value into buf, as many as fit in cap, and
+ * returns how many there are; without the lock (locked false), SIZE_MAX when a write moved the
+ * sequence s during the walk. Bounded: every row number is checked and the walk stops after
+ * capacity steps. */
+static size_t chain_copy(const tbl *t, const struct pgt_column *c, int64_t value, char *buf, size_t cap, bool locked, uint32_t s)
+{
+	uint32_t i = __atomic_load_n(ibucket(t, c->index, value_bucket(t, value)), __ATOMIC_RELAXED);
+	size_t n = 0;
+	for (uint32_t steps = 0; i != 0 && i <= t->d->capacity && steps <= t->d->capacity; steps++) {
+		char *r = row_at(t, i);
+		if (!locked && (steps & 255) == 255 && __atomic_load_n(&t->st->seq, __ATOMIC_RELAXED) != s)
+			return SIZE_MAX; /* a write moved the chain: stop rather than copy what may repeat */
+		if (*used(t, r) && int_at(r, c) == value) {
+			if (n < cap)
+				memcpy(buf + n * t->d->stride, r, t->d->stride);
+			n++;
+		}
+		i = *inext(t, r, c->index);
+	}
+	return n;
+}
+
+/* where(column, value): the rows whose indexed column holds value, as key => row, one
+ * consistent moment of the table. The chain is copied without the lock while no write lands
+ * during the copy; after WHERE_TRIES copies that a write spoiled, the lock is held for one walk,
+ * so that writers, however many, cannot starve the reader. The lock is held only to copy: the
+ * buffer grows outside it (no allocation under the lock), and a walk that found more rows than
+ * fit is done again with room for half as many again, which bounds the walks. */
 PHP_METHOD(Peregrine_Table, where)
 {
 	zend_string *column;
@@ -875,26 +1075,21 @@ PHP_METHOD(Peregrine_Table, where)
 	}
 	size_t cap = 16, n;
 	char *buf = emalloc(cap * t.d->stride);
-	for (;;) {
-		uint32_t s = read_begin(&t), b = value_bucket(&t, value);
-		uint32_t i = __atomic_load_n(ibucket(&t, c->index, b), __ATOMIC_RELAXED);
-		n = 0;
-		for (uint32_t steps = 0; i != 0 && i <= t.d->capacity && steps <= t.d->capacity; steps++) {
-			char *r = row_at(&t, i);
-			if ((steps & 1023) == 1023 && __atomic_load_n(&t.st->seq, __ATOMIC_RELAXED) != s)
-				break; /* a write moved the chain: start again rather than copy what may repeat */
-			if (*used(&t, r) && int_at(r, c) == value) {
-				if (n == cap) {
-					cap *= 2;
-					buf = erealloc(buf, cap * t.d->stride);
-				}
-				memcpy(buf + n * t.d->stride, r, t.d->stride);
-				n++;
-			}
-			i = *inext(&t, r, c->index);
+	for (int tries = 0;; tries++) {
+		if (tries < WHERE_TRIES) {
+			uint32_t s = read_begin(&t);
+			n = chain_copy(&t, c, value, buf, cap, false, s);
+			if (read_retry(&t, s) || n == SIZE_MAX) /* SIZE_MAX: seq moved, counted by read_retry */
+				continue; /* spoiled by a write: what n says may be wrong */
+		} else {
+			acquire(&t);
+			n = chain_copy(&t, c, value, buf, cap, true, 0);
+			release(&t);
 		}
-		if (!read_retry(&t, s))
+		if (n <= cap)
 			break;
+		cap = n + n / 2;
+		buf = erealloc(buf, cap * t.d->stride);
 	}
 	array_init_size(return_value, (uint32_t)n);
 	for (size_t j = n; j-- > 0;) { /* the chain is newest first: give them oldest first */
@@ -1006,10 +1201,16 @@ ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_set, 0, 2, IS_VOID, 0)
 	ZEND_ARG_TYPE_MASK(0, key, MAY_BE_LONG | MAY_BE_STRING, NULL)
 	ZEND_ARG_TYPE_INFO(0, row, IS_ARRAY, 0)
 ZEND_END_ARG_INFO()
-ZEND_BEGIN_ARG_WITH_RETURN_TYPE_MASK_EX(arginfo_incr, 0, 2, MAY_BE_LONG | MAY_BE_DOUBLE)
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_MASK_EX(arginfo_incr, 0, 2, MAY_BE_LONG | MAY_BE_DOUBLE | MAY_BE_ARRAY)
+	ZEND_ARG_TYPE_MASK(0, key, MAY_BE_LONG | MAY_BE_STRING, NULL)
+	ZEND_ARG_TYPE_MASK(0, column, MAY_BE_STRING | MAY_BE_ARRAY, NULL)
+	ZEND_ARG_TYPE_MASK(0, by, MAY_BE_LONG | MAY_BE_DOUBLE, "1")
+ZEND_END_ARG_INFO()
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_cas, 0, 4, _IS_BOOL, 0)
 	ZEND_ARG_TYPE_MASK(0, key, MAY_BE_LONG | MAY_BE_STRING, NULL)
 	ZEND_ARG_TYPE_INFO(0, column, IS_STRING, 0)
-	ZEND_ARG_TYPE_MASK(0, by, MAY_BE_LONG | MAY_BE_DOUBLE, "1")
+	ZEND_ARG_TYPE_MASK(0, old, MAY_BE_LONG | MAY_BE_DOUBLE | MAY_BE_STRING, NULL)
+	ZEND_ARG_TYPE_MASK(0, new, MAY_BE_LONG | MAY_BE_DOUBLE | MAY_BE_STRING, NULL)
 ZEND_END_ARG_INFO()
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_long, 0, 0, IS_LONG, 0)
 ZEND_END_ARG_INFO()
@@ -1031,6 +1232,7 @@ static const zend_function_entry table_methods[] = {
 	PHP_ME(Peregrine_Table, del, arginfo_exists, ZEND_ACC_PUBLIC)
 	PHP_ME(Peregrine_Table, incr, arginfo_incr, ZEND_ACC_PUBLIC)
 	PHP_ME(Peregrine_Table, decr, arginfo_incr, ZEND_ACC_PUBLIC)
+	PHP_ME(Peregrine_Table, cas, arginfo_cas, ZEND_ACC_PUBLIC)
 	PHP_ME(Peregrine_Table, count, arginfo_long, ZEND_ACC_PUBLIC)
 	PHP_ME(Peregrine_Table, capacity, arginfo_long, ZEND_ACC_PUBLIC)
 	PHP_ME(Peregrine_Table, name, arginfo_name, ZEND_ACC_PUBLIC)

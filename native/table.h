@@ -44,10 +44,13 @@ struct pgt_desc {
 
 /* A table's state block. The lock holds its owner's pid; seq is odd while a write is under way;
  * the journal holds jn entries (u64 offset in the segment, u32 length, u32 pad, the old bytes
- * padded to 8) that undo the write under way, in reverse. Row numbers start at 1; 0 is none. */
+ * padded to 8) that undo the write under way, in reverse. read_retries counts the lock-free
+ * reads that a write spoiled and that started again (peregrine tables shows it). Row numbers
+ * start at 1; 0 is none. */
 struct pgt_state {
 	uint32_t lock, seq, count, hwm, free_head, jn, jused, pad;
-	uint8_t pad2[32];
+	uint64_t read_retries;
+	uint8_t pad2[24];
 	uint8_t journal[];
 };
 

@@ -104,9 +104,16 @@ static void time_limit_end(void)
 static void modules_cycle(bool startup)
 {
 	static const char *const names[] = {"filter", "session"};
+	static zend_module_entry *modules[2];
+	static bool found;
 
+	if (!found) { /* the registry does not change after startup: looked up once */
+		for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)
+			modules[i] = zend_hash_str_find_ptr(&module_registry, names[i], strlen(names[i]));
+		found = true;
+	}
 	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
-		zend_module_entry *m = zend_hash_str_find_ptr(&module_registry, names[i], strlen(names[i]));
+		zend_module_entry *m = modules[i];
 		if (m != NULL && startup && m->request_startup_func)
 			m->request_startup_func(m->type, m->module_number);
 		else if (m != NULL && !startup && m->request_shutdown_func)
@@ -147,12 +154,19 @@ static void server_jit_install(void)
 static void register_globals(void)
 {
 	static const char *const names[] = {"_GET", "_POST", "_COOKIE", "_SERVER", "_FILES", "_REQUEST"};
+	static zend_auto_global *globals[6];
+	static bool found;
 	zval *files = &PG(http_globals)[TRACK_VARS_FILES];
 
+	if (!found) { /* registered at startup, for the process's life: looked up once */
+		for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)
+			globals[i] = zend_hash_str_find_ptr(CG(auto_globals), names[i], strlen(names[i]));
+		found = true;
+	}
 	zval_ptr_dtor_nogc(files);
 	ZVAL_UNDEF(files);
 	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
-		zend_auto_global *g = zend_hash_str_find_ptr(CG(auto_globals), names[i], strlen(names[i]));
+		zend_auto_global *g = globals[i];
 		if (g != NULL && g == server.global && !server.wanted)
 			continue; /* still armed: created on demand, not yet in the symbol table */
 		if (g != NULL && g->auto_global_callback)
@@ -383,11 +397,11 @@ PHP_FUNCTION(peregrine_handle_request)
 		zend_throw_error(NULL, "peregrine_handle_request() must be called by the worker script, outside a request");
 		RETURN_THROWS();
 	}
-	if (getenv("PEREGRINE_CONCURRENCY") && atoi(getenv("PEREGRINE_CONCURRENCY")) > 1) {
+	if (pg.concurrency > 1) {
 		/* PHP's request state is the process's: one request at a time (docs/concurrency.md). */
-		zend_throw_error(NULL, "workers.concurrency is %s, but this worker serves one request at a time with "
+		zend_throw_error(NULL, "workers.concurrency is %d, but this worker serves one request at a time with "
 				 "PHP's own request state (serveGlobals(), --laravel, --symfony): set workers.concurrency: 1, "
-				 "or serve with Peregrine\\Worker's serve() or servePsr()", getenv("PEREGRINE_CONCURRENCY"));
+				 "or serve with Peregrine\\Worker's serve() or servePsr()", pg.concurrency);
 		RETURN_THROWS();
 	}
 	if (!wait_request())
@@ -415,6 +429,8 @@ int pg_worker_run(int argc, char **argv)
 		return 1;
 	}
 	pg.script = argv[0];
+	const char *concurrency = getenv("PEREGRINE_CONCURRENCY");
+	pg.concurrency = concurrency ? atoi(concurrency) : 1;
 	SG(options) |= SAPI_OPTION_NO_CHDIR;
 	SG(request_info).argc = argc;
 	SG(request_info).argv = argv;

@@ -5,7 +5,9 @@
 # integration suite runs for real (WordPress with the MariaDB client, Laravel, Symfony, Slim,
 # SQLite, and nginx + PHP-FPM, which the WordPress journey is compared with step by step; Redis
 # and NATS, which the jobs tests start themselves when they are not running; dpkg and composer,
-# which make deb and its test use; curl and pgsql, which the concurrency tests measure); then
+# which make deb and its test use; curl and pgsql, which the concurrency tests measure; chromium,
+# headless, which opens examples/chat in the integration suite; valgrind and strace, which the
+# native tests run the runtime under); then
 # the Go modules, with the tools go.mod lists (h2spec, pebble). Safe to run again: it installs
 # only what is missing, and starts or enables no service (the tests run nginx and php-fpm8.2
 # themselves, in the foreground, with configs of their own).
@@ -15,6 +17,6 @@ packages=(php8.2-cli php8.2-opcache phpunit php-nyholm-psr7 php-psr-http-message
   wordpress wordpress-theme-twentytwentythree mariadb-client nginx php8.2-fpm
   php-laravel-framework php8.2-sqlite3 php-symfony-runtime php-symfony-framework-bundle php-symfony-security-bundle php-symfony-dotenv php-slim
   redis-server nats-server php-psr-simple-cache php-amphp-amp php-redis
-  dpkg composer php8.2-curl php8.2-pgsql)
+  dpkg composer php8.2-curl php8.2-pgsql chromium valgrind strace)
 "$(dirname "$0")/install-packages.sh" setup "${packages[@]}"
 go mod download

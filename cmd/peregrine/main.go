@@ -16,7 +16,6 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -28,12 +27,13 @@ const usage = `Peregrine, the PHP application server.
 
 Usage:
   peregrine serve [WORKER.php] [--root DIR | --laravel DIR | --symfony DIR] [-c FILE] [--address HOST:PORT] [--workers N]
-  peregrine config check [-c FILE]
+  peregrine config check [WORKER.php] [--root DIR | --laravel DIR | --symfony DIR] [-c FILE]
   peregrine version
   peregrine workers [-c FILE] [--json]
   peregrine reset [-c FILE] [--json]
   peregrine tables [-c FILE] [--json]
-  peregrine jobs [push PIPELINE PAYLOAD [--delay 30s] | retry|pause|resume PIPELINE] [-c FILE] [--json]
+  peregrine jobs [push PIPELINE PAYLOAD [--delay 30s] | retry PIPELINE [ID...] | delete PIPELINE ID... | dead PIPELINE [show ID] | pause|resume PIPELINE] [-c FILE] [--json]
+  peregrine websocket [-c FILE] [--json]
 
 Run "peregrine serve worker.php" to serve a worker script with the defaults, or write a
 peregrine.yaml (docs/config.md) and run "peregrine serve".
@@ -102,7 +102,7 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 			return &helpRequested{usage: commandUsage("config check")}
 		}
 		if len(args) < 2 || args[1] != "check" {
-			return fmt.Errorf("unknown config command; want: peregrine config check [-c FILE]")
+			return fmt.Errorf("unknown config command; want: peregrine config check [-c FILE] (and serve's arguments)")
 		}
 		return configCheck(args[2:], stdout)
 	case "version", "--version", "-v":
@@ -115,6 +115,8 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		return tablesCommand(args[1:], stdout)
 	case "jobs":
 		return jobsCommand(args[1:], stdout)
+	case "websocket":
+		return websocketCommand(args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -146,16 +148,11 @@ func newFlagSet(name string) *flag.FlagSet {
 	return fs
 }
 
-const serveUsage = "usage: peregrine serve [WORKER.php] [--root DIR | --laravel DIR | --symfony DIR] [-c FILE] [--address HOST:PORT] [--workers N]"
+const serveUsage = "usage: peregrine serve [WORKER.php] [--root DIR | --laravel DIR | --symfony DIR] [-c FILE] [--address HOST:PORT] [--workers N] [--direct]"
 
 func serve(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve")
-	file := fs.String("c", "", "config file")
-	address := fs.String("address", "", "listen address, host:port")
-	count := fs.String("workers", "", "number of workers")
-	root := fs.String("root", "", "document root: its files are served as they are; without a worker script, classic mode runs its PHP scripts as PHP-FPM would")
-	laravel := fs.String("laravel", "", "serve the Laravel application in DIR in worker mode (static files from DIR/public)")
-	symfony := fs.String("symfony", "", "serve the Symfony application in DIR in worker mode through symfony/runtime (static files from DIR/public)")
+	serveArgsOf := serveFlags(fs, "serve") // serveargs.go: -c, --address, --workers, --root, --laravel, --symfony, --direct
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the daemon to this file (development)")
 	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -167,61 +164,21 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w; %s", err, serveUsage)
 	}
-	if len(pos) > 1 {
-		return fmt.Errorf("serve: one worker script at most, got %q", pos)
+	sa, err := serveArgsOf(pos)
+	if err != nil {
+		return err
 	}
-	if len(pos) == 1 && (*laravel != "" || *symfony != "") {
-		return fmt.Errorf("serve: --laravel and --symfony bring their own worker script; drop %q", pos[0])
-	}
-	var base config.Config
-	cfgFile := "" // the file SIGHUP reads again; none when the config is the defaults
-	switch {
-	case *file != "":
-		cfgFile = *file
-	case len(pos) == 0 && (*root != "" || *laravel != "" || *symfony != ""):
-		base = config.Default() // classic mode
-	case len(pos) == 0:
-		if _, statErr := os.Stat("peregrine.yaml"); statErr != nil {
+	cfgFile := sa.configFile() // the file SIGHUP reads again; none when the config is the defaults
+	if sa.file == "" && cfgFile != "" {
+		if _, statErr := os.Stat(cfgFile); statErr != nil {
 			return errors.New("nothing to serve: no worker script given and no ./peregrine.yaml found.\n" +
 				"Start it one of these ways:\n  peregrine serve worker.php          (built-in defaults)\n" +
 				"  peregrine serve --root DIR          (classic mode: DIR's PHP scripts, as PHP-FPM runs them)\n" +
 				"  peregrine serve -c peregrine.yaml   (or a peregrine.yaml in this directory; see docs/config.md)")
 		}
-		cfgFile = "peregrine.yaml"
-	default:
-		base = config.Default()
 	}
-	// load reads the file (if any) and applies the command line over it: at start, and again
-	// on SIGHUP, where the flags keep overriding what the file says.
-	load := func() (config.Config, error) {
-		cfg := base
-		if cfgFile != "" {
-			var err error
-			if cfg, err = config.Load(cfgFile); err != nil {
-				return cfg, err
-			}
-		}
-		if len(pos) == 1 {
-			cfg.Workers.Command = []string{"php", pos[0]}
-		}
-		if err := applyFramework(&cfg, *laravel, *symfony); err != nil {
-			return cfg, err
-		}
-		if *root != "" {
-			cfg.HTTP.Root = *root
-		}
-		if *address != "" {
-			cfg.HTTP.Address = *address
-		}
-		if *count != "" {
-			n, err := strconv.Atoi(*count)
-			if err != nil || n < 0 {
-				return cfg, fmt.Errorf("--workers: want a whole number of workers, got %q", *count)
-			}
-			cfg.Workers.Count = n
-		}
-		return cfg, cfg.Validate()
-	}
+	// At start, and again on SIGHUP, where the flags keep overriding what the file says.
+	load := func() (config.Config, error) { return sa.load(cfgFile) }
 	cfg, err := load()
 	if err != nil {
 		return err
@@ -318,12 +275,24 @@ func loadForCommand(name string, args []string) (config.Config, *flag.FlagSet, e
 	return cfg, fs, err
 }
 
+// configCheck checks the config serve would run with the same arguments: the file, and the
+// worker script, --root, --laravel or --symfony and the other flags over it, and prints it.
 func configCheck(args []string, stdout io.Writer) error {
-	cfg, _, err := loadForCommand("config check", args)
+	fs := newFlagSet("config check")
+	serveArgsOf := serveFlags(fs, "config check")
+	pos, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return &helpRequested{usage: commandUsage("config check"), fs: fs}
+	}
+	if err != nil {
+		return fmt.Errorf("config check: %w", err)
+	}
+	sa, err := serveArgsOf(pos)
 	if err != nil {
 		return err
 	}
-	if err := cfg.Validate(); err != nil {
+	cfg, err := sa.load(sa.configFile())
+	if err != nil {
 		return err
 	}
 	if err := checkFiles(cfg); err != nil {

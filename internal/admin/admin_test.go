@@ -38,7 +38,7 @@ func (f *fakePool) Workers() []pool.WorkerInfo {
 func (f *fakePool) Ready() int {
 	n := 0
 	for _, w := range f.Workers() {
-		if w.State == pool.StateReady || w.State == pool.StateBusy {
+		if w.Group == "" && (w.State == pool.StateReady || w.State == pool.StateBusy) { // the server's own, as the daemon's
 			n++
 		}
 	}

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -128,10 +130,20 @@ func (c *Client) callBody(ctx context.Context, method, path string, reqBody io.R
 //
 //	SLOT  PID    STATE  REQUESTS  RSS       UPTIME  CURRENT
 //	1     41822  busy   1024      31.2 MiB  2h14m   1.25s
+//
+// When some workers belong to another group (Worker.Group), a GROUP column comes first, "http"
+// for the server's own workers.
 func WriteTable(w io.Writer, ws []Worker) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	grouped := slices.ContainsFunc(ws, func(wk Worker) bool { return wk.Group != "" })
+	if grouped {
+		fmt.Fprint(tw, "GROUP\t")
+	}
 	fmt.Fprintln(tw, "SLOT\tPID\tSTATE\tREQUESTS\tRSS\tUPTIME\tCURRENT")
 	for _, wk := range ws {
+		if grouped {
+			fmt.Fprint(tw, cmp.Or(wk.Group, "http")+"\t")
+		}
 		pid := "-"
 		if wk.PID > 0 {
 			pid = strconv.Itoa(wk.PID)

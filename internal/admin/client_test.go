@@ -133,6 +133,25 @@ func TestWriteTable(t *testing.T) {
 	}
 }
 
+// TestWriteTableGroups: with workers of another group, a GROUP column comes first.
+func TestWriteTableGroups(t *testing.T) {
+	ws := []Worker{
+		{Slot: 1, PID: 41822, State: "ready"},
+		{Slot: 1, PID: 41830, State: "ready", Group: "websocket"},
+	}
+	var buf bytes.Buffer
+	if err := WriteTable(&buf, ws); err != nil {
+		t.Fatal(err)
+	}
+	want := `GROUP      SLOT  PID    STATE  REQUESTS  RSS  UPTIME  CURRENT
+http       1     41822  ready  0         -    -       -
+websocket  1     41830  ready  0         -    -       -
+`
+	if got := buf.String(); got != want {
+		t.Errorf("WriteTable:\n%s\nwant:\n%s", got, want)
+	}
+}
+
 func TestFormatUptime(t *testing.T) {
 	for d, want := range map[time.Duration]string{
 		0:                              "0s",

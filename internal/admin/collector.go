@@ -10,13 +10,13 @@ import (
 
 // states are the worker states always reported by peregrine_workers, 0 included, so that a
 // dashboard's stack keeps its colours.
-var states = [...]pool.State{pool.StateReady, pool.StateBusy, pool.StateStarting, pool.StateBackoff, pool.StateStopping}
+var states = [...]pool.State{pool.StateReady, pool.StateBusy, pool.StateStarting, pool.StateBackoff, pool.StateStopping, pool.StateDraining}
 
 var (
 	queueDesc = prometheus.NewDesc("peregrine_pool_queue_depth",
 		"Requests waiting for a free worker.", nil, nil)
 	workersDesc = prometheus.NewDesc("peregrine_workers",
-		"Worker slots by state: ready, busy, starting, backoff (restarting after failures), stopping.",
+		"Worker slots by state: ready, busy, starting, backoff (restarting after failures), stopping; and draining: old workers a reset took out of their slots in direct mode, finishing what they serve.",
 		[]string{"state"}, nil)
 	rssDesc = prometheus.NewDesc("peregrine_worker_rss_bytes",
 		"Resident set size of the PHP process in each worker slot.", []string{"worker"}, nil)
@@ -46,6 +46,9 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	var counts [len(states)]int
 	var other map[pool.State]int
 	for _, w := range ws {
+		if w.Group != "" {
+			continue // the gauges are the server's own workers'; their slots are other workers'
+		}
 		if i := stateIndex(w.State); i >= 0 {
 			counts[i]++
 		} else {
@@ -54,7 +57,7 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			other[w.State]++
 		}
-		if w.PID > 0 {
+		if w.PID > 0 && w.State != pool.StateDraining { // the slot's label is its current worker's
 			if rss, err := c.s.rss(w.PID); err == nil {
 				ch <- prometheus.MustNewConstMetric(rssDesc, prometheus.GaugeValue, float64(rss), strconv.Itoa(w.Slot))
 			}

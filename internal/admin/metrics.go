@@ -113,6 +113,12 @@ func NewMetrics() *Metrics {
 	return m
 }
 
+// Register adds a collector of the server's own to what /metrics serves: direct mode's
+// workers count for themselves (internal/daemon/direct.go).
+func (m *Metrics) Register(c prometheus.Collector) error {
+	return m.reg.Register(c)
+}
+
 // Request implements httpserver.Observer: it counts one finished request.
 func (m *Metrics) Request(method string, status int, duration time.Duration, bytesIn, bytesOut int64) {
 	if c := classIndex(status); c >= 0 {

@@ -76,18 +76,22 @@ type Options struct {
 	Tables Tables
 	// Jobs, when set, are the pipelines behind /jobs (jobs.go) and their metrics.
 	Jobs Jobs
+
+	// WebSocket, when set, gives GET /websocket and the WebSocket metrics (websocket.go).
+	WebSocket WebSocket
 }
 
 // Server is the admin listener. Its methods are safe for concurrent use.
 type Server struct {
-	pool    Pool
-	log     *slog.Logger
-	rss     func(pid int) (int64, error) // worker.ReadRSS; replaced by tests
-	handler http.Handler
-	token   string
-	tables  Tables   // nil without shared tables
-	jobs    Jobs     // nil without jobs.pipelines
-	hosts   []string // Host names allowed besides localhost and loopback IPs: the listener's
+	pool      Pool
+	log       *slog.Logger
+	rss       func(pid int) (int64, error) // worker.ReadRSS; replaced by tests
+	handler   http.Handler
+	token     string
+	tables    Tables    // nil without shared tables
+	jobs      Jobs      // nil without jobs.pipelines
+	websocket WebSocket // nil in classic mode
+	hosts     []string  // Host names allowed besides localhost and loopback IPs: the listener's
 
 	started  atomic.Bool
 	draining atomic.Bool
@@ -140,13 +144,14 @@ func newServer(opts Options) (*Server, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		pool:     opts.Pool,
-		log:      opts.Logger,
-		rss:      worker.ReadRSS,
-		resetSem: make(chan struct{}, 1),
-		token:    opts.Token,
-		tables:   opts.Tables,
-		jobs:     opts.Jobs,
+		pool:      opts.Pool,
+		log:       opts.Logger,
+		rss:       worker.ReadRSS,
+		resetSem:  make(chan struct{}, 1),
+		token:     opts.Token,
+		tables:    opts.Tables,
+		jobs:      opts.Jobs,
+		websocket: opts.WebSocket,
 	}
 	if err := opts.Metrics.reg.Register(poolCollector{s}); err != nil {
 		return nil, fmt.Errorf("admin: register the pool's metrics: %w", err)
@@ -159,6 +164,11 @@ func newServer(opts Options) (*Server, error) {
 	if opts.Jobs != nil {
 		if err := opts.Metrics.reg.Register(jobsCollector{opts.Jobs}); err != nil {
 			return nil, fmt.Errorf("admin: register the jobs' metrics: %w", err)
+		}
+	}
+	if opts.WebSocket != nil {
+		if err := opts.Metrics.reg.Register(websocketCollector{opts.WebSocket}); err != nil {
+			return nil, fmt.Errorf("admin: register the WebSocket metrics: %w", err)
 		}
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
@@ -174,6 +184,7 @@ func newServer(opts Options) (*Server, error) {
 	mux.HandleFunc("POST /reset", s.reset)
 	mux.HandleFunc("GET /tables", s.tablesList)
 	s.jobRoutes(mux)
+	mux.HandleFunc("GET /websocket", s.websocketList)
 	s.handler = s.guard(mux)
 	return s, nil
 }
@@ -219,11 +230,23 @@ func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
 		text(w, http.StatusServiceUnavailable, "not ready: the workers are starting")
 	default:
 		if n := s.pool.Ready(); n > 0 {
-			text(w, http.StatusOK, fmt.Sprintf("ready: %d of %d workers ready", n, len(s.pool.Workers())))
+			text(w, http.StatusOK, fmt.Sprintf("ready: %d of %d workers ready", n, slots(s.pool.Workers())))
 			return
 		}
 		text(w, http.StatusServiceUnavailable, "not ready: no worker is ready ("+stateSummary(s.pool.Workers())+")")
 	}
+}
+
+// slots counts the server's worker slots in ws, which also lists the old workers still
+// draining after a reset in direct mode, and other groups of workers (Group).
+func slots(ws []pool.WorkerInfo) int {
+	n := 0
+	for _, w := range ws {
+		if w.State != pool.StateDraining && w.Group == "" {
+			n++
+		}
+	}
+	return n
 }
 
 // stateSummary counts workers by state, e.g. "2 starting, 2 backoff".
@@ -260,6 +283,9 @@ type Worker struct {
 	BusySeconds float64 `json:"busy_seconds"`
 	// InFlight is how many requests a concurrent worker (workers.concurrency) runs now.
 	InFlight int `json:"in_flight,omitempty"`
+	// Group is the pool of workers it belongs to when it is not the server's own: "websocket"
+	// for the workers that run WebSocket events in direct mode (docs/direct.md).
+	Group string `json:"group,omitempty"`
 }
 
 func (s *Server) workers(w http.ResponseWriter, _ *http.Request) {
@@ -271,7 +297,8 @@ func (s *Server) workers(w http.ResponseWriter, _ *http.Request) {
 	infos := s.pool.Workers()
 	out := make([]Worker, len(infos))
 	for i, in := range infos {
-		wk := Worker{Slot: in.Slot, PID: in.PID, State: string(in.State), Requests: in.Requests, Started: in.Started, InFlight: in.InFlight}
+		wk := Worker{Slot: in.Slot, PID: in.PID, State: string(in.State), Requests: in.Requests, Started: in.Started, InFlight: in.InFlight,
+			Group: in.Group}
 		if in.PID > 0 {
 			if rss, err := s.rss(in.PID); err == nil {
 				wk.RSSBytes = rss
@@ -315,7 +342,7 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
 	case <-ctx.Done():
 		return // the client left or the server is shutting down while waiting for another reset
 	}
-	n := len(s.pool.Workers())
+	n := slots(s.pool.Workers())
 	start := time.Now()
 	s.log.Info("replacing all workers", "by", "admin", "remote", r.RemoteAddr)
 	if err := s.pool.Reset(ctx); err != nil {

@@ -310,3 +310,65 @@ func TestShutdownAbortsReset(t *testing.T) {
 		t.Errorf("reset during shutdown: %v, want a 500 reporting it incomplete", err)
 	}
 }
+
+// TestDrainingWorkers: an old worker draining after a reset in direct mode is listed after the
+// slots, counted as draining in /metrics, and counted in neither /ready's workers nor a reset's
+// replaced ones; its RSS is not reported under the slot its replacement holds (a series twice
+// over would fail the whole scrape).
+func TestDrainingWorkers(t *testing.T) {
+	s, fp, _ := newTestServer(t)
+	fp.mu.Lock()
+	fp.workers = append(fp.workers, pool.WorkerInfo{Slot: 1, PID: 1005, State: pool.StateDraining, Started: time.Now().Add(-time.Hour)})
+	fp.mu.Unlock()
+	if code, body := get(t, s, http.MethodGet, "/ready"); code != http.StatusOK || body != "ready: 2 of 2 workers ready\n" {
+		t.Errorf("GET /ready = %d %q", code, body)
+	}
+	mfs := scrape(t, s)
+	if v := value(mfs, "peregrine_workers", "state", "draining"); v != 1 {
+		t.Errorf(`peregrine_workers{state="draining"} = %v, want 1`, v)
+	}
+	if v := value(mfs, "peregrine_worker_rss_bytes", "worker", "1"); v != 1<<20 {
+		t.Errorf(`peregrine_worker_rss_bytes{worker="1"} = %v, want the current worker's, 1 MiB`, v)
+	}
+	_, body := get(t, s, http.MethodGet, "/workers")
+	var ws []Worker
+	if err := json.Unmarshal([]byte(body), &ws); err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 3 || ws[2].State != "draining" || ws[2].PID != 1005 || ws[2].RSSBytes != 6<<20 {
+		t.Errorf("GET /workers = %s, want the draining worker last, with its RSS", body)
+	}
+	code, body := get(t, s, http.MethodPost, "/reset")
+	var res ResetResult
+	if err := json.Unmarshal([]byte(body), &res); code != http.StatusOK || err != nil || res.Replaced != 2 {
+		t.Errorf("POST /reset = %d %s, want 2 replaced", code, body)
+	}
+}
+
+// TestGroupedWorkers: workers of another group (the WebSocket event workers of direct mode)
+// are listed with their group, and left out of /ready's count and the pool gauges, whose slot
+// labels are the server's own workers'.
+func TestGroupedWorkers(t *testing.T) {
+	s, fp, _ := newTestServer(t)
+	fp.mu.Lock()
+	fp.workers = append(fp.workers, pool.WorkerInfo{Slot: 1, PID: 1007, State: pool.StateReady, Group: "websocket"})
+	fp.mu.Unlock()
+	if code, body := get(t, s, http.MethodGet, "/ready"); code != http.StatusOK || body != "ready: 2 of 2 workers ready\n" {
+		t.Errorf("GET /ready = %d %q", code, body)
+	}
+	mfs := scrape(t, s)
+	if v := value(mfs, "peregrine_workers", "state", "ready"); v != 2 {
+		t.Errorf(`peregrine_workers{state="ready"} = %v, want the server's 2`, v)
+	}
+	if v := value(mfs, "peregrine_worker_rss_bytes", "worker", "1"); v != 1<<20 {
+		t.Errorf(`peregrine_worker_rss_bytes{worker="1"} = %v, want the server's worker's, 1 MiB`, v)
+	}
+	_, body := get(t, s, http.MethodGet, "/workers")
+	var ws []Worker
+	if err := json.Unmarshal([]byte(body), &ws); err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 3 || ws[2].Group != "websocket" || ws[0].Group != "" || strings.Contains(body[:strings.Index(body, "1007")], `"group"`) {
+		t.Errorf("GET /workers = %s, want the event worker last with its group, and no group on the others", body)
+	}
+}

@@ -48,10 +48,10 @@ func WriteTables(w io.Writer, ts []Table) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TABLE\tROWS\tCAPACITY\tUSED\tMEMORY\tROW")
+	fmt.Fprintln(tw, "TABLE\tROWS\tCAPACITY\tUSED\tMEMORY\tROW\tREAD RETRIES")
 	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f%%\t%s\t%d B\n", t.Name, t.Rows, t.Capacity,
-			100*float64(t.Rows)/float64(max(t.Capacity, 1)), formatBytes(t.Bytes), t.RowBytes)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f%%\t%s\t%d B\t%d\n", t.Name, t.Rows, t.Capacity,
+			100*float64(t.Rows)/float64(max(t.Capacity, 1)), formatBytes(t.Bytes), t.RowBytes, t.ReadRetries)
 	}
 	return tw.Flush()
 }
@@ -63,6 +63,8 @@ var (
 		"Fixed capacity in rows of each shared table.", []string{"table"}, nil)
 	tableBytesDesc = prometheus.NewDesc("peregrine_table_bytes",
 		"Shared memory each table takes: rows, buckets and its state block.", []string{"table"}, nil)
+	tableRetriesDesc = prometheus.NewDesc("peregrine_table_read_retries_total",
+		"Lock-free reads of each shared table that a concurrent write spoiled and that started again.", []string{"table"}, nil)
 )
 
 // tablesCollector reads the tables' figures at scrape time.
@@ -73,6 +75,7 @@ func (c tablesCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- tableRowsDesc
 	ch <- tableCapacityDesc
 	ch <- tableBytesDesc
+	ch <- tableRetriesDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -85,5 +88,6 @@ func (c tablesCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(tableRowsDesc, prometheus.GaugeValue, float64(t.Rows), t.Name)
 		ch <- prometheus.MustNewConstMetric(tableCapacityDesc, prometheus.GaugeValue, float64(t.Capacity), t.Name)
 		ch <- prometheus.MustNewConstMetric(tableBytesDesc, prometheus.GaugeValue, float64(t.Bytes), t.Name)
+		ch <- prometheus.MustNewConstMetric(tableRetriesDesc, prometheus.CounterValue, float64(t.ReadRetries), t.Name)
 	}
 }

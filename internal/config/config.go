@@ -38,6 +38,8 @@ type Config struct {
 	Tables  Tables  `yaml:"tables"`
 	Jobs    Jobs    `yaml:"jobs"`
 	KV      KV      `yaml:"kv"`
+
+	WebSocket WebSocket `yaml:"websocket"` // websocket.go
 }
 
 // HTTP configures the listener that serves the application (the http section).
@@ -50,7 +52,8 @@ type HTTP struct {
 	// before a worker sees it. 0 means no limit. Default 8MiB.
 	MaxBodySize Size `yaml:"max_body_size"`
 
-	// ReadHeaderTimeout is how long a client may take to send the request line and headers.
+	// ReadHeaderTimeout is how long a client may take to send the request line and headers; on
+	// a new TLS connection, the handshake and the first head together, from the accept.
 	// Must be positive. Default 10s.
 	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
 
@@ -136,6 +139,14 @@ type HTTP struct {
 
 	// TLS turns the listener into an HTTPS one (the http.tls section).
 	TLS TLS `yaml:"tls"`
+
+	// Direct has the workers accept and answer HTTP/1.1 on Address themselves (direct mode,
+	// docs/direct.md): no process between the client and PHP. What only the server's own front
+	// does is refused with it: tls, root (and classic mode), sendfile_dirs, trusted_proxies,
+	// a compression list other than the default (which direct mode turns off), and
+	// workers.concurrency above 1; workers.fork is not used. Needs the native runtime.
+	// Default false. `peregrine serve --direct` sets it.
+	Direct bool `yaml:"direct"`
 }
 
 // TLS configures HTTPS on http.address: certificates from files (Cert and Key) or from an ACME
@@ -373,6 +384,7 @@ func Default() Config {
 			Level:  "info",
 			Format: "auto",
 		},
+		WebSocket: defaultWebSocket(),
 	}
 }
 

@@ -54,6 +54,13 @@ type Pipeline struct {
 	// `peregrine jobs retry NAME` puts back in the queue; false drops it (and logs it).
 	// Default true.
 	DeadLetter bool `yaml:"dead_letter"`
+
+	// Prefetch is how many jobs per consumer this server holds beyond those running,
+	// received ahead to wait here for a free consumer. They stay this server's (their leases
+	// renewed) and count no attempt until a consumer begins them; should the server die,
+	// another runs them once their lease (timeout + 2s) expires. 0 receives a job only when a
+	// consumer is free. At most 1000. Default 1.
+	Prefetch int `yaml:"prefetch"`
 }
 
 // PipelineRedis locates a pipeline's Redis stream.
@@ -151,7 +158,7 @@ var (
 
 func defaultPipeline(name string) Pipeline {
 	return Pipeline{Name: name, Driver: "memory", Retries: 3, Backoff: Duration(time.Second),
-		Timeout: Duration(60 * time.Second), DeadLetter: true,
+		Timeout: Duration(60 * time.Second), DeadLetter: true, Prefetch: 1,
 		Redis: PipelineRedis{Address: "127.0.0.1:6379"}, NATS: PipelineNATS{URL: "nats://127.0.0.1:4222"}}
 }
 
@@ -164,6 +171,7 @@ func pipelineKeys(p *Pipeline) []key {
 		durationKey("backoff", &p.Backoff),
 		durationKey("timeout", &p.Timeout),
 		boolKey("dead_letter", &p.DeadLetter),
+		intKey("prefetch", &p.Prefetch),
 	}
 }
 
@@ -279,6 +287,9 @@ func (c *Config) validateJobs() []*Error {
 		}
 		if p.Timeout <= 0 {
 			add(k+".timeout", "must be positive, got %s", p.Timeout)
+		}
+		if p.Prefetch < 0 || p.Prefetch > 1000 {
+			add(k+".prefetch", "want 0 to 1000 jobs per consumer, got %d", p.Prefetch)
 		}
 	}
 	cs := c.Jobs.Consumers

@@ -35,6 +35,8 @@ func TestJobsErrors(t *testing.T) {
 		{"jobs:\n  pipelines:\n    a.b: {}\n", `jobs.pipelines.a.b: a pipeline name is letters`},
 		{"jobs:\n  pipelines:\n    a: { timeout: 0s }\n", `jobs.pipelines.a.timeout: must be positive`},
 		{"jobs:\n  pipelines:\n    a: { retries: -1 }\n", `jobs.pipelines.a.retries: cannot be negative`},
+		{"jobs:\n  pipelines:\n    a: { prefetch: -1 }\n", `jobs.pipelines.a.prefetch: want 0 to 1000 jobs per consumer, got -1`},
+		{"jobs:\n  pipelines:\n    a: { prefetch: 1001 }\n", `jobs.pipelines.a.prefetch: want 0 to 1000 jobs per consumer, got 1001`},
 		{"jobs:\n  pipelines:\n    a: { driver: nats, nats: { url: \"http://x\" } }\n", `jobs.pipelines.a.nats.url: want nats://`},
 		{"jobs:\n  pipelines:\n    a: { driver: redis, redis: { address: nope } }\n", `jobs.pipelines.a.redis.address`},
 		{"jobs:\n  pipelines:\n    a: {}\n  consumers:\n    pipelines: [b]\n", `jobs.consumers.pipelines[0]: "b" is not a pipeline`},

@@ -212,7 +212,7 @@ func TestValidate(t *testing.T) {
 		change func(c *Config)
 		want   string
 	}{
-		{"no command", func(c *Config) { c.Workers.Command = nil }, "workers.command: no worker to run: pass a worker script (peregrine serve worker.php), set workers.command, or set http.root for classic mode"},
+		{"no command", func(c *Config) { c.Workers.Command = nil }, "workers.command: no worker to run: pass a worker script (peregrine serve worker.php) or an application (--laravel DIR, --symfony DIR; config check takes them too), set workers.command, or set http.root for classic mode"},
 		{"count", func(c *Config) { c.Workers.Count = -2 }, "workers.count: cannot be negative, got -2 (0 means one worker per CPU)"},
 		{"address", func(c *Config) { c.HTTP.Address = "nope" }, `http.address: "nope" has no port: write host:port, e.g. nope:8080`},
 		{"body", func(c *Config) { c.HTTP.MaxBodySize = -1 }, "http.max_body_size: cannot be negative, got -1 (0 means no limit)"},

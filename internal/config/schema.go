@@ -62,6 +62,7 @@ func schema(c *Config) []section {
 					stringKey("storage", &h.TLS.ACME.Storage),
 				),
 			),
+			boolKey("direct", &h.Direct),
 		}},
 		{"workers", []key{
 			commandKey("command", &w.Command),
@@ -104,6 +105,7 @@ func schema(c *Config) []section {
 		{"kv", []key{
 			storesKey("stores", &c.KV.Stores),
 		}},
+		{"websocket", websocketKeys(&c.WebSocket)},
 	}
 }
 

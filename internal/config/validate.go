@@ -127,9 +127,10 @@ func (c *Config) validate(requireCommand bool) []*Error {
 	errs = append(errs, h.TLS.validate(h.Address, c.Admin.Address)...)
 
 	w := &c.Workers
+	errs = append(errs, c.validateDirect()...)
 	switch {
 	case len(w.Command) == 0 && requireCommand && h.Root == "":
-		add("workers.command", "no worker to run: pass a worker script (peregrine serve worker.php), set workers.command, or set http.root for classic mode")
+		add("workers.command", "no worker to run: pass a worker script (peregrine serve worker.php) or an application (--laravel DIR, --symfony DIR; config check takes them too), set workers.command, or set http.root for classic mode")
 	case len(w.Command) > 0 && w.Command[0] == "":
 		add("workers.command", "the program name (the first word) is empty")
 	}
@@ -199,6 +200,7 @@ func (c *Config) validate(requireCommand bool) []*Error {
 	}
 	errs = append(errs, c.Tables.validate()...)
 	errs = append(errs, c.validateJobs()...)
+	errs = append(errs, c.validateWebSocket()...)
 	return errs
 }
 
@@ -299,4 +301,39 @@ func checkAddress(addr string) string {
 		return fmt.Sprintf("the port in %q must be a number from 0 to 65535", addr)
 	}
 	return ""
+}
+
+// validateDirect refuses, in direct mode (http.direct), what only the server's own front does:
+// each error names the key and says what to do instead.
+func (c *Config) validateDirect() []*Error {
+	h, w := &c.HTTP, &c.Workers
+	if !h.Direct {
+		return nil
+	}
+	var errs []*Error
+	refuse := func(key, what string) {
+		errs = append(errs, &Error{Key: key, Msg: "http.direct: the workers answer HTTP themselves, without the server's front, which " +
+			what + "; turn http.direct off, or put a load balancer in front (docs/direct.md)"})
+	}
+	if h.TLS.Enabled() {
+		refuse("http.tls", "terminates TLS (and serves HTTP/2 over it)")
+	}
+	if h.Root != "" && len(w.Command) == 0 {
+		refuse("http.root", "runs classic mode (every script a PHP request of its own)")
+	} else if h.Root != "" {
+		refuse("http.root", "serves the static files")
+	}
+	if len(h.SendfileDirs) > 0 {
+		refuse("http.sendfile_dirs", "sends the files PHP names with X-Sendfile")
+	}
+	if len(h.TrustedProxies) > 0 {
+		refuse("http.trusted_proxies", "takes the client's address from a trusted proxy's headers")
+	}
+	if len(h.Compression) > 0 && !slices.Equal(h.Compression, Default().HTTP.Compression) {
+		refuse("http.compression", "compresses answers (direct mode leaves them uncompressed: set compression: [] or leave it out)")
+	}
+	if w.Runtime != "native" {
+		errs = append(errs, &Error{Key: "workers.runtime", Msg: "http.direct needs the native runtime, whose event loop answers HTTP: set workers.runtime: native"})
+	}
+	return errs
 }

@@ -106,6 +106,11 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		return err
 	}
 	defer bg.close()
+	wsk, err := prepareWebSockets(cfg, bg, log) // websocket.go: nil in classic mode
+	if err != nil {
+		return err
+	}
+	defer wsk.close(context.Background()) // a no-op after the drain below
 
 	// Metrics are counted only when the admin listener can serve them.
 	var metrics *admin.Metrics
@@ -123,11 +128,24 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	workerOpts := worker.Options{
 		Argv:        argv,
 		Dir:         cfg.Workers.Dir,
-		Env:         append(append(workerEnv(cfg), tbl.Env()...), bg.Env()...),
+		Env:         append(append(append(workerEnv(cfg), tbl.Env()...), bg.Env()...), wsk.Env()...),
 		BootTimeout: time.Duration(cfg.Workers.BootTimeout),
 		Logger:      slog.New(phpOutput),
 	}
-	if cfg.Workers.Fork { // Validate has checked that argv is the native runtime's
+	var direct *directFront // direct.go: the workers answer HTTP themselves
+	eventOpts := workerOpts // websocket.go: direct mode's WebSocket events run on exchange workers
+	if cfg.HTTP.Direct {
+		if direct, err = listenDirect(cfg.HTTP.Address, cfg.Workers.ResolvedCount()); err != nil {
+			return err
+		}
+		defer func() { _ = direct.close() }()
+		workerOpts.ExtraFiles = []*os.File{direct.file}
+		workerOpts.Env = append(workerOpts.Env, direct.env(cfg)...)
+		if cfg.Workers.Fork {
+			log.Info("http.direct: the workers are executed, not forked (workers.fork is not used in direct mode)")
+		}
+	}
+	if cfg.Workers.Fork && direct == nil { // Validate has checked that argv is the native runtime's
 		tmpl, err := worker.StartTemplate(ctx, workerOpts)
 		if err != nil {
 			return fmt.Errorf("workers.fork: the template the workers are forked from could not start: %w", err)
@@ -141,8 +159,8 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	}
 	defer access.close()
 	count := cfg.Workers.ResolvedCount()
-	p := pool.New(poolOptions(cfg, count, workerOpts, log, poolObs))
-	reload := &reloader{log: log, level: opts.Level, pool: p, running: &cfg, access: access.apply,
+	p := newLivePool(poolOptions(cfg, count, workerOpts, log, poolObs), native, log) // livepool.go
+	reload := &reloader{log: log, level: opts.Level, pool: p, running: &cfg, shape: shapeOf(cfg.Workers), access: access.apply,
 		workerOptions: func(c config.Config) (worker.Options, error) {
 			argv, _, err := workerArgv(c, uploadDir)
 			if err != nil {
@@ -150,12 +168,24 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 			}
 			wo := workerOpts // the template stays: workers.fork needs a restart
 			wo.Argv, wo.Dir, wo.BootTimeout = argv, c.Workers.Dir, time.Duration(c.Workers.BootTimeout)
-			wo.Env = append(append(workerEnv(c), tbl.Env()...), bg.Env()...)
+			wo.Env = append(append(append(workerEnv(c), tbl.Env()...), bg.Env()...), wsk.Env()...)
+			if direct != nil {
+				wo.Env = append(wo.Env, direct.env(c)...)
+			}
 			return wo, nil
 		},
 		poolOptions: func(c config.Config, wo worker.Options) pool.Options {
-			return poolOptions(c, count, wo, log, poolObs)
+			return poolOptions(c, c.Workers.ResolvedCount(), wo, log, poolObs)
 		},
+	}
+	wsMax := cfg.WebSocket.MaxConnections
+	if direct != nil && wsMax == 0 {
+		// No front holds the connections the workers hand over in direct mode:
+		// http.max_connections (or its default from the descriptors) caps them instead.
+		wsMax = httpserver.MaxConnections(cfg.HTTP.MaxConnections, count)
+	}
+	if err := wsk.start(ctx, wsk.eventPool(ctx, p, poolOptions(cfg, count, eventOpts, log, poolObs), native), wsMax); err != nil {
+		return err
 	}
 	handler := httpserver.NewHandler(p, httpserver.Options{
 		TempDir: uploadDir,
@@ -168,7 +198,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		MaxBodySize: int64(cfg.HTTP.MaxBodySize),
 		// The native runtime's PHP parses bodies itself, as under PHP-FPM; concurrent requests
 		// run in the PHP library's loop, which takes the fields and files the server parsed.
-		ParseMultipart: !native || cfg.Workers.Concurrency > 1,
+		ParseMultipart: !native || cfg.Workers.Concurrency > 1, // after a reload, p's ParseMultipart
 		Root:           root,
 		SendfileDirs:   sendfileDirs,
 		Classic:        len(cfg.Workers.Command) == 0,
@@ -179,24 +209,55 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		Logger:         log,
 		Observer:       httpObs,
 		TrustedProxies: cfg.HTTP.TrustedPrefixes(),
+		WebSocket:      wsk.upgrader(),
 	})
-	// Compression wraps the whole handler: PHP's answers and static files alike.
-	srv, err := httpserver.Listen(cfg.HTTP.Address, compress.Compress(handler, cfg.HTTP.Compression), httpserver.ServerOptions{
-		ReadHeaderTimeout: time.Duration(cfg.HTTP.ReadHeaderTimeout),
-		IdleTimeout:       time.Duration(cfg.HTTP.IdleTimeout),
-		Logger:            log,
-		MaxConnections:    httpserver.MaxConnections(cfg.HTTP.MaxConnections, count),
-		TLS:               tlsOptions(cfg.HTTP), // front.go; nil serves cleartext (and h2c)
-	})
-	if err != nil {
-		return err
+	wsk.serveHandoff(handler, time.Duration(cfg.HTTP.ReadHeaderTimeout)) // direct mode's upgrades
+	var srv interface {
+		Serve() error
+		URL() string
+		Shutdown(context.Context) error
+	} = direct
+	if direct == nil {
+		// Compression wraps the whole handler: PHP's answers and static files alike.
+		s, err := httpserver.Listen(cfg.HTTP.Address, compress.Compress(handler, cfg.HTTP.Compression), httpserver.ServerOptions{
+			ReadHeaderTimeout: time.Duration(cfg.HTTP.ReadHeaderTimeout),
+			IdleTimeout:       time.Duration(cfg.HTTP.IdleTimeout),
+			BodyTimeout:       time.Duration(cfg.HTTP.BodyTimeout),
+			WriteTimeout:      time.Duration(cfg.HTTP.WriteTimeout),
+			MaxBodySize:       int64(cfg.HTTP.MaxBodySize),
+			Limits:            httpserver.Limits{MaxHeaderCount: cfg.HTTP.MaxHeaderCount, MaxHeaderLine: int(cfg.HTTP.MaxHeaderLine)},
+			Logger:            log,
+			MaxConnections:    httpserver.MaxConnections(cfg.HTTP.MaxConnections, count),
+			TLS:               tlsOptions(cfg.HTTP), // front.go; nil serves cleartext (and h2c)
+		})
+		if err != nil {
+			return err
+		}
+		srv = s
 	}
 	defer func() { _ = srv.Shutdown(context.Background()) }() // a no-op after the drain below
 
 	var adm *admin.Server
 	if cfg.Admin.Address != "" {
-		adm, err = admin.Listen(cfg.Admin.Address, admin.Options{Pool: bg.adminPool(p), Metrics: metrics, Logger: log, Token: cfg.Admin.Token, Tables: tbl.admin(),
-			Jobs: bg.adminJobs()})
+		// peregrine reset (POST /reset) is SIGHUP's reload and reset, the access log aside.
+		resetPool := serverPool{livePool: p, reset: func(ctx context.Context) error {
+			if opts.Reload != nil {
+				reload.apply(opts.Reload())
+			}
+			if err := reload.resetWorkers(ctx, p); err != nil {
+				return err
+			}
+			return wsk.resetEvents(ctx)
+		}}
+		admPool := bg.adminPool(resetPool)
+		if direct != nil {
+			admPool = wsk.adminPool(directAdminPool{Pool: admPool, stats: direct.stats}) // websocket.go: its event workers too
+			if err := metrics.Register(newDirectCollector(direct.stats)); err != nil {
+				return err
+			}
+		}
+		adm, err = admin.Listen(cfg.Admin.Address, admin.Options{Pool: admPool, Metrics: metrics, Logger: log, Token: cfg.Admin.Token, Tables: tbl.admin(),
+			Jobs: bg.adminJobs(), WebSocket: wsk.admin()})
 		if err != nil {
 			return err
 		}
@@ -240,6 +301,11 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve() }()
+	if direct != nil { // direct.go: the daemon's exec_timeout, behind the workers' own
+		backstopCtx, stopBackstop := context.WithCancel(ctx)
+		defer stopBackstop()
+		go direct.stats.backstop(backstopCtx, p, directLimits(reload), log)
+	}
 	banner := fmt.Sprintf("peregrine %s serving %s with %d workers (PHP %s)", Version, srv.URL(), count, p.PHPVersion())
 	if opts.Banner != nil {
 		fmt.Fprintln(opts.Banner, banner)
@@ -259,8 +325,12 @@ func Run(ctx context.Context, cfg config.Config, opts Options) error {
 		for why := range resets {
 			start := time.Now()
 			log.Info("replacing all workers", "cause", why)
-			if err := p.Reset(ctx); err != nil {
+			if err := reload.resetWorkers(ctx, p); err != nil {
 				log.Error("reset incomplete", "err", err)
+				continue
+			}
+			if err := wsk.resetEvents(ctx); err != nil {
+				log.Error("reset of the WebSocket event workers incomplete", "err", err)
 				continue
 			}
 			if err := bg.reset(ctx); err != nil { // jobs.go: the consumers too
@@ -322,9 +392,14 @@ loop:
 	}()
 	consumersStopped := make(chan struct{}) // jobs drain beside requests, in the same budget
 	go func() { bg.stopConsumers(stopCtx); close(consumersStopped) }()
+	// WebSockets and event streams end as the drain begins (Shutdown would wait for the
+	// streams), each onClose on the workers that are still running.
+	wsClosed := make(chan struct{})
+	go func() { wsk.close(stopCtx); close(wsClosed) }()
 	if err := srv.Shutdown(stopCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("http shutdown", "err", err)
 	}
+	<-wsClosed
 	<-resetDone
 	p.Stop(stopCtx)
 	<-consumersStopped

@@ -64,7 +64,7 @@ func startBackground(ctx context.Context, cfg config.Config, log *slog.Logger) (
 			return nil, fmt.Errorf("jobs.pipelines.%s: %w", pc.Name, err)
 		}
 		b.set.Add(jobs.New(jobs.Options{Name: pc.Name, Driver: d, Retries: pc.Retries, Backoff: time.Duration(pc.Backoff),
-			DeadLetter: pc.DeadLetter, Timeout: time.Duration(pc.Timeout), Logger: log}), pc.Driver)
+			DeadLetter: pc.DeadLetter, Timeout: time.Duration(pc.Timeout), Prefetch: pc.Prefetch, Logger: log}), pc.Driver)
 	}
 	for _, sc := range cfg.KV.Stores {
 		var s kv.Store = kv.NewMemory()
@@ -131,7 +131,8 @@ func (b *background) startConsumers(ctx context.Context, cfg config.Config, base
 	opts := base
 	opts.Argv = argv
 	opts.Env = append(workerEnv(ccfg), b.Env()...)
-	opts.Template = nil // consumers are executed, never forked
+	opts.Template = nil   // consumers are executed, never forked
+	opts.ExtraFiles = nil // and never hold direct mode's listening socket
 	count := cs.ResolvedCount()
 	b.consumers = pool.New(pool.Options{
 		Size:        count,
@@ -147,12 +148,11 @@ func (b *background) startConsumers(ctx context.Context, cfg config.Config, base
 	}
 	loopCtx, stop := context.WithCancel(context.Background())
 	b.stop = stop
+	var names []string
 	for _, pc := range cfg.Jobs.Consumed() {
-		p, _ := b.set.Get(pc.Name)
-		b.loops.Go(func() {
-			p.Consume(loopCtx, count, b.runJob)
-		})
+		names = append(names, pc.Name)
 	}
+	b.loops.Go(func() { b.set.Consume(loopCtx, names, count, b.runJob) })
 	b.log.Info("job consumers started", "count", count, "pipelines", len(cfg.Jobs.Consumed()))
 	return nil
 }
@@ -163,6 +163,8 @@ type jobAnswer struct {
 	status     int
 	body       []byte
 	retryAfter string // x-peregrine-job-retry-after: the consumer's delay before the retry, seconds
+	done       bool   // x-peregrine-job: done, the consumer returned from the job
+	fatal      string // x-peregrine-job-error: the message of the fatal error that ended the job
 }
 
 const maxJobError = 2048
@@ -177,8 +179,13 @@ func (a *jobAnswer) Frame(t protocol.Type, _ uint16, payload []byte) error {
 		}
 		a.status = r.Status
 		for _, h := range r.Headers {
-			if strings.EqualFold(h.Name, "x-peregrine-job-retry-after") {
+			switch {
+			case strings.EqualFold(h.Name, "x-peregrine-job-retry-after"):
 				a.retryAfter = h.Value
+			case strings.EqualFold(h.Name, "x-peregrine-job") && h.Value == "done":
+				a.done = true
+			case strings.EqualFold(h.Name, "x-peregrine-job-error"):
+				a.fatal = h.Value[:min(len(h.Value), maxJobError)]
 			}
 		}
 		a.body = append(a.body, r.Body[:min(len(r.Body), maxJobError)]...)
@@ -192,8 +199,11 @@ func (a *jobAnswer) Frame(t protocol.Type, _ uint16, payload []byte) error {
 
 // runJob hands a job to a consumer as a JOB request (docs/protocol.md): path /PIPELINE, the
 // job's id, attempt and headers in x-peregrine-job-* headers, the payload as body. A 2xx answer
-// is success; any other status, a crash (502) or the timeout (504) is a failure, retried after
+// with x-peregrine-job: done is success (a 2xx without it is a script that exit()ed or die()d
+// mid-job); any other status, a crash (502) or the timeout (504) is a failure, retried after
 // the pipeline's backoff or, when the answer has x-peregrine-job-retry-after: SECONDS, after that.
+// A job no consumer took (the pool answered 503: none can boot, or it stops) is no attempt:
+// jobs.ErrNotBegun gives it back.
 func (b *background) runJob(ctx context.Context, j *jobs.Job) error {
 	headers := []protocol.Field{
 		{Name: "content-type", Value: "application/json"},
@@ -218,6 +228,11 @@ func (b *background) runJob(ctx context.Context, j *jobs.Job) error {
 	pid, err := b.consumers.Do(ctx, &worker.Call{Frame: frame, Answer: ans})
 	if err != nil {
 		var pe *pool.Error
+		if errors.As(err, &pe) && pe.RetryAfter {
+			// No consumer took it (none can boot, the queue is full, the pool stops): no
+			// attempt, the job goes back.
+			return fmt.Errorf("%w: %w", jobs.ErrNotBegun, err)
+		}
 		if errors.As(err, &pe) {
 			return fmt.Errorf("consumer %d: status %d: %w", pid, pe.Status, err)
 		}
@@ -225,7 +240,12 @@ func (b *background) runJob(ctx context.Context, j *jobs.Job) error {
 	}
 	if ans.status < 200 || ans.status > 299 {
 		msg := strings.TrimSpace(string(ans.body))
-		if msg == "" {
+		switch {
+		case msg == "" && ans.fatal != "":
+			msg = ans.fatal
+		case msg == "" && ans.status == 500: // a fatal error the consumer could not name
+			msg = "a fatal error, whose message the consumer printed on its STDERR (in the server's log, under its pid)"
+		case msg == "":
 			msg = "no message"
 		}
 		err := fmt.Errorf("consumer %d answered %d: %s", pid, ans.status, msg)
@@ -233,6 +253,13 @@ func (b *background) runJob(ctx context.Context, j *jobs.Job) error {
 			return &jobs.RetryAfter{Delay: time.Duration(s * float64(time.Second)), Err: err}
 		}
 		return err
+	}
+	if !ans.done {
+		msg := strings.TrimSpace(string(ans.body))
+		if msg == "" {
+			msg = "no output"
+		}
+		return fmt.Errorf("consumer %d ended the job without returning from it (exit() or die()), answering %d: %s", pid, ans.status, msg)
 	}
 	return nil
 }
@@ -296,7 +323,7 @@ func (b *background) reset(ctx context.Context) error {
 // adminPool is the workers' pool as the admin listener sees it: its Reset (POST /reset,
 // peregrine reset) replaces the consumers too, as SIGHUP does.
 type adminPool struct {
-	*pool.Pool
+	admin.Pool
 	bg *background
 }
 
@@ -310,7 +337,7 @@ func (a adminPool) Reset(ctx context.Context) error {
 
 // adminPool returns p, wrapped so that a reset through the admin listener replaces the
 // consumers too.
-func (b *background) adminPool(p *pool.Pool) admin.Pool {
+func (b *background) adminPool(p admin.Pool) admin.Pool {
 	if b == nil {
 		return p
 	}

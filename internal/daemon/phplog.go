@@ -18,7 +18,9 @@ import (
 //     ERROR (the worker logs STDERR at WARN);
 //   - an uncaught exception and its stack trace, printed as several lines, become one record;
 //   - while the workers boot, a line another worker already printed is not logged again (16
-//     workers failing on one syntax error print it once; startError says how many failed).
+//     workers failing on one syntax error print it once; startError says how many failed);
+//   - the request a classic-mode message names at its end (, request: "GET /a.php HTTP/1.1",
+//     as nginx's error log says it; native/sapi.c) becomes the record's request attribute.
 //
 // Records without a "stream" attribute (the worker's own events) pass through unchanged.
 type phpLog struct {
@@ -61,8 +63,9 @@ func (h *phpLog) endBoot() {
 }
 
 var (
-	phpFatal = regexp.MustCompile(`^(PHP )?(Fatal error|Parse error|Catchable fatal error|Recoverable fatal error|Core error|Compile error): |^Uncaught `)
-	phpTrace = regexp.MustCompile(`^(Stack trace:$|#\d+ |  thrown in |Next [\w\\]+: )`)
+	phpRequest = regexp.MustCompile(`, request: "([^"]*)"$`)
+	phpFatal   = regexp.MustCompile(`^(PHP )?(Fatal error|Parse error|Catchable fatal error|Recoverable fatal error|Core error|Compile error): |^Uncaught `)
+	phpTrace   = regexp.MustCompile(`^(Stack trace:$|#\d+ |  thrown in |Next [\w\\]+: )`)
 )
 
 // Enabled lets a record through when its own level or ERROR is enabled: a fatal error arrives
@@ -139,6 +142,12 @@ func (h *phpLog) flush(stream string) error {
 func (h *phpLog) emit(ctx context.Context, r slog.Record, output bool) error {
 	if !h.inner.Enabled(ctx, r.Level) {
 		return nil
+	}
+	if m := phpRequest.FindStringSubmatchIndex(r.Message); output && m != nil {
+		n := slog.NewRecord(r.Time, r.Level, r.Message[:m[0]], r.PC)
+		r.Attrs(func(a slog.Attr) bool { n.AddAttrs(a); return true })
+		n.AddAttrs(slog.String("request", r.Message[m[2]:m[3]]))
+		r = n
 	}
 	h.shared.mu.Lock()
 	if h.shared.booting && output {

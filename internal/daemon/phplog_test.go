@@ -93,3 +93,33 @@ func TestSummarizeStart(t *testing.T) {
 		t.Error("a single error was rewritten")
 	}
 }
+
+// TestPHPLogNamesTheRequest: the request a classic-mode message names at its end (native/sapi.c)
+// becomes the record's request attribute, on a one-line fatal and on an uncaught exception's
+// folded trace alike; a line that only looks like it in its middle is left alone.
+func TestPHPLogNamesTheRequest(t *testing.T) {
+	var buf bytes.Buffer
+	h := newPHPLog(slog.NewJSONHandler(&buf, nil))
+	h.endBoot()
+	log := slog.New(h).With("pid", 7)
+	log.Warn(`PHP Fatal error:  Allowed memory size exhausted in /x.php on line 3, request: "GET /x.php?a=1 HTTP/1.1"`, "stream", "stderr")
+	for _, line := range []string{"PHP Fatal error:  Uncaught Error: y in /y.php:2", "Stack trace:", "#0 {main}",
+		`  thrown in /y.php on line 2, request: "POST /y.php/extra?\x22q\x22 HTTP/2.0"`} {
+		log.Warn(line, "stream", "stderr")
+	}
+	log.Warn(`PHP Warning:  , request: "GET / HTTP/1.1" is a string here`, "stream", "stderr")
+	recs := records(t, &buf)
+	if len(recs) != 3 {
+		t.Fatalf("want 3 records, got %d: %s", len(recs), buf.String())
+	}
+	for i, want := range []struct{ msg, request string }{
+		{"PHP Fatal error:  Allowed memory size exhausted in /x.php on line 3", "GET /x.php?a=1 HTTP/1.1"},
+		{"PHP Fatal error:  Uncaught Error: y in /y.php:2\nStack trace:\n#0 {main}\n  thrown in /y.php on line 2", `POST /y.php/extra?\x22q\x22 HTTP/2.0`},
+		{`PHP Warning:  , request: "GET / HTTP/1.1" is a string here`, ""},
+	} {
+		req, _ := recs[i]["request"].(string)
+		if recs[i]["msg"] != want.msg || req != want.request || recs[i]["pid"] != 7.0 {
+			t.Errorf("record %d: %v; want msg %q, request %q", i, recs[i], want.msg, want.request)
+		}
+	}
+}

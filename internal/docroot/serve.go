@@ -120,6 +120,14 @@ func (r *Root) sendFile(w http.ResponseWriter, req *http.Request, file, ctype st
 	h["Content-Type"] = []string{ctype}
 	h["Etag"] = e.etag
 	if conditional(req) {
+		if zeroSuffix(req) {
+			// net/http answers an empty 206 to bytes=-0; the last zero bytes of a file are
+			// no range at all (RFC 9110 14.1.1), and nginx answers 416.
+			h["Content-Range"] = []string{"bytes */" + strconv.FormatInt(e.size, 10)}
+			h.Del("Etag")
+			http.Error(w, "416 Range Not Satisfiable", http.StatusRequestedRangeNotSatisfiable)
+			return
+		}
 		if strings.IndexByte(req.Header.Get("Range"), ',') >= 0 {
 			// Several ranges: net/http reads them in a goroutine that may outlive this call,
 			// so the descriptor never goes back to the cache.
@@ -147,6 +155,22 @@ func (r *Root) sendFile(w http.ResponseWriter, req *http.Request, file, ctype st
 		// that fh's file offset would need (http1/sendfile.go); anything else reads it by pread.
 		_, _ = io.Copy(w, io.NewSectionReader(fh.f, 0, e.size))
 	}
+}
+
+// zeroSuffix reports whether req asks, with no If-Range, for byte ranges that are all a
+// suffix of zero bytes (bytes=-0).
+func zeroSuffix(req *http.Request) bool {
+	specs, ok := strings.CutPrefix(req.Header.Get("Range"), "bytes=")
+	if !ok || req.Header.Get("If-Range") != "" {
+		return false
+	}
+	for spec := range strings.SplitSeq(specs, ",") {
+		spec = strings.TrimSpace(spec)
+		if len(spec) < 2 || spec[0] != '-' || strings.Trim(spec[1:], "0") != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // conditional reports whether req carries a header that http.ServeContent answers: a

@@ -69,6 +69,20 @@ func TestServeStatic(t *testing.T) {
 	if w := serve(r, "GET", "/site.css", "Range", "bytes=5000-"); w.Code != 416 {
 		t.Errorf("unsatisfiable Range: %d", w.Code)
 	}
+	// The last zero bytes are no range (issue 25 item 14): 416, as nginx, not an empty 206.
+	for _, rng := range []string{"bytes=-0", "bytes=-000", "bytes=-0, -0"} {
+		if w := serve(r, "GET", "/site.css", "Range", rng); w.Code != 416 || w.Result().Header.Get("Content-Range") != "bytes */1600" {
+			t.Errorf("%s: %d %q", rng, w.Code, w.Result().Header.Get("Content-Range"))
+		}
+	}
+	for rng, want := range map[string]int{"bytes=-1": 206, "bytes=-0, 0-0": 206, "bytes=-10": 206} {
+		if w := serve(r, "GET", "/site.css", "Range", rng); w.Code != want {
+			t.Errorf("%s: %d, want %d", rng, w.Code, want)
+		}
+	}
+	if w := serve(r, "GET", "/site.css", "Range", "bytes=-0", "If-Range", `"other"`); w.Code != 200 {
+		t.Errorf("bytes=-0 with an If-Range mismatch: %d", w.Code)
+	}
 	if w := serve(r, "GET", "/site.css", "Range", "bytes=0-1", "If-Range", `"other"`); w.Code != 200 {
 		t.Errorf("If-Range mismatch: %d", w.Code)
 	}
@@ -241,6 +255,12 @@ func TestServeFile(t *testing.T) {
 	r.ServeFile(w, req, filepath.Join(dir, "style.css"), nil)
 	if w.Code != 206 || w.Body.String() != "b" || w.Result().Header.Get("Content-Type") != "text/css" {
 		t.Errorf("ServeFile with a range: %d %q", w.Code, w.Body.String())
+	}
+	req.Header.Set("Range", "bytes=-0") // an X-Sendfile answer too
+	w = httptest.NewRecorder()
+	r.ServeFile(w, req, filepath.Join(dir, "style.css"), nil)
+	if w.Code != 416 {
+		t.Errorf("ServeFile with bytes=-0: %d", w.Code)
 	}
 	for _, file := range []string{filepath.Join(dir, "none"), filepath.Join(dir, "sub")} {
 		w = httptest.NewRecorder()

@@ -2,6 +2,7 @@ package http1
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net"
 	"net/http"
@@ -40,5 +41,25 @@ func BenchmarkKeepAliveHello(b *testing.B) {
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
+	}
+}
+
+// BenchmarkTinyChunks: a 64 KiB body in one-byte chunks, read by its handler: the framing's
+// cost per byte (issue 25 item 12).
+func BenchmarkTinyChunks(b *testing.B) {
+	var req []byte
+	req = append(req, "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"...)
+	for range 64 << 10 {
+		req = append(req, "1\r\nb\r\n"...)
+	}
+	req = append(req, "0\r\n\r\n"...)
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	})}
+	b.SetBytes(64 << 10)
+	b.ResetTimer()
+	for range b.N {
+		wc := &wireConn{in: bytes.NewReader(req)}
+		s.newConn(wc).serve()
 	}
 }

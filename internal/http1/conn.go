@@ -38,10 +38,19 @@ type conn struct {
 	bw  *bufio.Writer
 	out sockWriter // what bw writes to (sendfile.go)
 
-	tls     *tls.ConnectionState // after the handshake, for every request's r.TLS
-	head    headReader
-	pending []byte // an answer's first bytes, held until its head is written
-	watch   watch
+	tls        *tls.ConnectionState // after the handshake, for every request's r.TLS
+	head       headReader
+	pending    []byte // an answer's first bytes, held until its head is written
+	watch      watch
+	lastMethod string    // of the request before: after a POST, a stray CRLF is skipped
+	writeArmed time.Time // when the write deadline was last moved; zero: not set
+
+	hijacked bool // the handler took the connection over (hijack.go)
+
+	// contMu orders a body's 100 Continue, written by whichever goroutine reads the body
+	// first, with the answer's writes to bw (1xx answers, the head) on the handler's: each
+	// is written whole, and no 100 after the head (body.sendContinue).
+	contMu sync.Mutex
 }
 
 // bufSize is the size of a connection's read and write buffers, as in net/http.
@@ -52,7 +61,7 @@ var bufReaders, bufWriters sync.Pool
 func newConn(s *Server, rwc net.Conn) *conn {
 	c := &conn{s: s, rwc: rwc}
 	c.cr.c = c
-	c.out.conn = rwc
+	c.out.conn, c.out.c = rwc, c
 	if v := bufReaders.Get(); v != nil {
 		c.br = v.(*bufio.Reader)
 		c.br.Reset(&c.cr)
@@ -77,6 +86,11 @@ type connReader struct {
 	hasByte bool
 	b       [1]byte
 	err     error // sticky: the watch saw the client leave
+
+	// While a body is read (set and read on the connection's goroutine only): each read
+	// from the socket has slide to deliver, the deadline moved when armed is that old.
+	slide time.Duration
+	armed time.Time
 }
 
 func (r *connReader) Read(p []byte) (int, error) {
@@ -92,7 +106,40 @@ func (r *connReader) Read(p []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if r.slide > 0 {
+		if now := time.Now(); now.Sub(r.armed) >= r.slide/8 {
+			r.armed = now
+			_ = r.c.rwc.SetReadDeadline(now.Add(r.slide + r.slide/8))
+		}
+	}
 	return r.c.rwc.Read(p)
+}
+
+type bodyTimedKey struct{}
+
+// BodyTimed reports whether the request whose context is ctx has its body reads bounded by
+// its Server's BodyTimeout, so that its handler need not bound them itself.
+func BodyTimed(ctx context.Context) bool {
+	v, _ := ctx.Value(bodyTimedKey{}).(bool)
+	return v
+}
+
+// bodyDeadlines starts (d > 0) or ends the moving read deadline of a body.
+func (r *connReader) bodyDeadlines(d time.Duration) {
+	r.slide, r.armed = d, time.Time{}
+}
+
+// armWrite moves the write deadline WriteTimeout ahead before a write to the socket, when it
+// was last moved an eighth of it ago (or never).
+func (c *conn) armWrite() {
+	d := c.s.WriteTimeout
+	if d <= 0 {
+		return
+	}
+	if now := time.Now(); now.Sub(c.writeArmed) >= d/8 {
+		c.writeArmed = now
+		_ = c.rwc.SetWriteDeadline(now.Add(d + d/8))
+	}
 }
 
 // serve runs the connection's lifecycle (package doc) until it closes.
@@ -102,7 +149,7 @@ func (c *conn) serve() {
 		if p := recover(); p != nil {
 			c.s.logger().Error("panic serving a connection", "remote", c.remote, "panic", p, "stack", string(debug.Stack()))
 		}
-		if !handedOver {
+		if !handedOver && !c.hijacked {
 			_ = c.rwc.Close()
 			c.release()
 		}
@@ -113,12 +160,21 @@ func (c *conn) serve() {
 	if c.s.ConnContext != nil {
 		c.ctx = c.s.ConnContext(c.ctx, c.rwc)
 	}
+	if c.s.BodyTimeout > 0 {
+		c.ctx = context.WithValue(c.ctx, bodyTimedKey{}, true)
+	}
 	hdrTimeout, idleTimeout := c.s.ReadHeaderTimeout, c.s.IdleTimeout
 	if idleTimeout == 0 {
 		idleTimeout = hdrTimeout
 	}
+	// The first head must come within the header timeout from the accept, a TLS handshake
+	// included: one budget, so that a slow handshake does not buy a slow head a second one.
+	var firstHeadBy time.Time // zero: none
+	if hdrTimeout > 0 {
+		firstHeadBy = time.Now().Add(hdrTimeout)
+	}
 	if tc, ok := c.rwc.(*tls.Conn); ok {
-		h2, err := c.handshake(tc, hdrTimeout)
+		h2, err := c.handshake(tc, firstHeadBy)
 		if err != nil {
 			c.s.logger().Debug("TLS handshake failed", "remote", c.remote, "err", err)
 			return
@@ -131,20 +187,29 @@ func (c *conn) serve() {
 		}
 	}
 	for first := true; ; first = false {
-		if c.br.Buffered() == 0 {
-			// Wait for the request's first byte: the whole head must come within the header
-			// timeout on a new connection, and the first byte within the idle timeout on a
-			// kept-alive one.
-			wait := idleTimeout
-			if first {
-				wait = hdrTimeout
+		if first {
+			_ = c.rwc.SetReadDeadline(firstHeadBy)
+			if c.br.Buffered() == 0 {
+				if _, err := c.br.Peek(1); err != nil {
+					return
+				}
 			}
-			c.deadline(wait)
-			if _, err := c.br.Peek(1); err != nil {
-				return
+		} else {
+			// As net/http: the next request's first 4 bytes within the idle timeout (a
+			// connection that sends fewer and leaves is closed without an answer), and then
+			// its whole head within the header timeout, whatever was buffered before.
+			if c.br.Buffered() < 4 {
+				c.deadline(idleTimeout)
+				if _, err := c.br.Peek(4); err != nil {
+					return
+				}
 			}
-			if !first && hdrTimeout > 0 && !c.headBuffered() {
-				_ = c.rwc.SetReadDeadline(time.Now().Add(hdrTimeout))
+			if c.lastMethod == http.MethodPost {
+				b, _ := c.br.Peek(4) // RFC 9112 2.2: a stray CRLF after a POST body
+				_, _ = c.br.Discard(len(b) - len(bytes.TrimLeft(b, "\r\n")))
+			}
+			if !c.headBuffered() {
+				c.deadline(hdrTimeout)
 			}
 		}
 		from := stateIdle
@@ -171,11 +236,10 @@ func (c *conn) serve() {
 	}
 }
 
-// handshake shakes hands within d, and reports whether the client chose HTTP/2.
-func (c *conn) handshake(tc *tls.Conn, d time.Duration) (h2 bool, err error) {
-	if d > 0 {
-		_ = tc.SetDeadline(time.Now().Add(d))
-	}
+// handshake shakes hands by the deadline (zero: none), and reports whether the client chose
+// HTTP/2.
+func (c *conn) handshake(tc *tls.Conn, deadline time.Time) (h2 bool, err error) {
+	_ = tc.SetDeadline(deadline)
 	if err := tc.HandshakeContext(c.ctx); err != nil {
 		return false, err
 	}
@@ -259,20 +323,25 @@ func (c *conn) serveRequest() (keep bool) {
 		}
 		return false
 	}
+	c.lastMethod = head.Method
+	if body != nil {
+		c.cr.bodyDeadlines(c.s.BodyTimeout)
+		defer c.cr.bodyDeadlines(0)
+	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
 	r := head.WithContext(ctx)
 	w := &response{c: c, req: r, body: body, header: make(http.Header, 8), contentLength: -1}
 	w.closeAfter = r.Close || c.s.closing.Load()
-	c.watch.begin(cancel, body == nil || body.eof)
+	c.watch.begin(cancel, body == nil || body.eof.Load())
 	defer c.watch.end()
-	if !c.runHandler(w, r) {
+	if !c.runHandler(w, r) || c.hijacked {
 		return false
 	}
 	if err := w.finish(); err != nil {
 		return false
 	}
-	if body != nil && !body.drain(w) {
+	if body != nil && !body.drain() {
 		c.closeWriteAndWait()
 		return false
 	}
@@ -291,8 +360,20 @@ func (c *conn) runHandler(w *response, r *http.Request) (ok bool) {
 		}
 		w.handlerDone = true
 	}()
-	c.s.Handler.ServeHTTP(w, r)
+	h := c.s.Handler
+	if r.RequestURI == "*" {
+		h = asteriskOptions{} // the server's own, as net/http answers it: no script runs for it
+	}
+	h.ServeHTTP(w, r)
 	return true
+}
+
+// asteriskOptions answers OPTIONS * (the only method parseRequestLine lets have the target
+// *), which asks about the server, not a resource: 200, no body.
+type asteriskOptions struct{}
+
+func (asteriskOptions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Length", "0")
 }
 
 // refuse answers a request whose head could not be accepted, and ends the connection.
@@ -307,6 +388,7 @@ func (c *conn) refuse(se *statusError) {
 		"\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\nContent-Length: " +
 		strconv.Itoa(len(text)) + "\r\n\r\n" + text)
 	_ = c.rwc.SetWriteDeadline(time.Now().Add(time.Second))
+	c.writeArmed = time.Now() // the second above is this write's deadline
 	if c.bw.Flush() == nil {
 		c.closeWriteAndWait()
 	}

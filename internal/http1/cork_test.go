@@ -14,10 +14,11 @@ import (
 	"time"
 )
 
-// TestFileHeadIsCorked: the head of an answer sent by sendfile waits in the socket (TCP_CORK
-// on while the file goes out), and the socket is uncorked once the file is sent, so that the
-// next answer is not held back.
-func TestFileHeadIsCorked(t *testing.T) {
+// TestReadFromHeadIsCorked: the head of an answer whose body goes out by the socket's ReadFrom
+// (a reader that is no file: files go out by sendFile, the head with MSG_MORE) waits in the
+// socket (TCP_CORK on while the body goes out), and the socket is uncorked once it is sent, so
+// that the next answer is not held back.
+func TestReadFromHeadIsCorked(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +27,7 @@ func TestFileHeadIsCorked(t *testing.T) {
 	cl.during.Store(-1)
 	var after atomic.Int32
 	after.Store(-1)
-	serveFileOnce(t, cl, func() { after.Store(corkOf(cl.conn.Load())) })
+	serveFileOnce(t, cl, func() { after.Store(corkOf(cl.conn.Load())) }, true)
 	if d := cl.during.Load(); d != 1 {
 		t.Errorf("TCP_CORK while the file went out: %d, want 1", d)
 	}
@@ -36,8 +37,9 @@ func TestFileHeadIsCorked(t *testing.T) {
 }
 
 // serveFileOnce serves one GET on ln, a 100 KiB file sent by http.ServeContent, and checks the
-// answer; after (if not nil) runs in the handler once the file is sent.
-func serveFileOnce(t *testing.T, ln net.Listener, after func()) {
+// answer; after (if not nil) runs in the handler once the file is sent. hide hides the file
+// behind a plain io.ReadSeeker.
+func serveFileOnce(t *testing.T, ln net.Listener, after func(), hide bool) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "f")
 	if err := os.WriteFile(path, bytes.Repeat([]byte("f"), 100<<10), 0o644); err != nil {
@@ -49,7 +51,11 @@ func serveFileOnce(t *testing.T, ln net.Listener, after func()) {
 			panic(err)
 		}
 		defer f.Close()
-		http.ServeContent(w, r, "f", time.Time{}, f)
+		var content io.ReadSeeker = f
+		if hide {
+			content = struct{ io.ReadSeeker }{f}
+		}
+		http.ServeContent(w, r, "f", time.Time{}, content)
 		if after != nil {
 			after()
 		}

@@ -59,14 +59,24 @@ func (w *response) WriteHeader(code int) {
 		w.writeInformational(code)
 		return
 	}
+	w.setStatus(code)
+}
+
+// setStatus sets the final status, and takes the Content-Length the handler set: once, and
+// only when every copy of it says the same (a proxy in front could pick either of two).
+func (w *response) setStatus(code int) {
 	w.status, w.wroteHeader = code, true
-	if cl := w.header.Get("Content-Length"); cl != "" {
-		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n >= 0 {
-			w.contentLength = n
-		} else {
-			w.header.Del("Content-Length") // as net/http: a length it cannot vouch for is dropped
-		}
+	cls := w.header["Content-Length"]
+	if len(cls) == 0 {
+		return
 	}
+	n, err := strconv.ParseInt(cls[0], 10, 64)
+	if err != nil || n < 0 || slices.ContainsFunc(cls[1:], func(v string) bool { return v != cls[0] }) {
+		delete(w.header, "Content-Length") // as net/http: a length it cannot vouch for is dropped
+		return
+	}
+	w.contentLength = n
+	w.header["Content-Length"] = cls[:1]
 }
 
 // writeInformational sends a 1xx answer (103 Early Hints) at once, with the headers set so far.
@@ -74,6 +84,8 @@ func (w *response) writeInformational(code int) {
 	if w.committed || w.err != nil || w.req.ProtoMinor == 0 {
 		return // an HTTP/1.0 client knows no 1xx (RFC 9110 15.2)
 	}
+	w.c.contMu.Lock() // a 100 Continue may be being written by the body's reader
+	defer w.c.contMu.Unlock()
 	bw := w.c.bw
 	w.statusLine(code)
 	writeHeaders(bw, w.header, nil, true)
@@ -119,8 +131,13 @@ func (w *response) Write(p []byte) (int, error) {
 	if !bodyAllowed(w.status) {
 		return 0, http.ErrBodyNotAllowed
 	}
-	if w.contentLength >= 0 && w.written+int64(len(w.c.pending))+int64(len(p)) > w.contentLength {
-		return 0, http.ErrContentLength
+	if left := w.contentLength - w.written - int64(len(w.c.pending)); w.contentLength >= 0 && int64(len(p)) > left {
+		// What fits goes out, so that the answer ends where its length says it does.
+		n := 0
+		if left > 0 {
+			n, _ = w.Write(p[:left])
+		}
+		return n, http.ErrContentLength
 	}
 	if !w.committed {
 		if len(w.c.pending)+len(p) <= pendingSize {
@@ -200,8 +217,24 @@ func (w *response) commit(final bool, next []byte) error {
 	var extra [5]field // headers this writer adds
 	n := 0
 
-	if w.body != nil && w.body.needContinue && !w.body.sentContinue {
-		w.closeAfter = true // the client has not sent the body and never will
+	if b := w.body; b != nil && !b.eof.Load() {
+		// A body left unread: the connection carries another request only once the body is
+		// read to its end, which the answer must know before it says keep-alive.
+		switch {
+		case b.failed.Load():
+			w.closeAfter = true
+		case b.answer():
+			w.closeAfter = true // the client has not sent the body and never will
+		case final:
+			// The handler is done with the body: read what is left of it now (at most
+			// maxDrain, under BodyTimeout), as net/http does before a refusal's head.
+			w.closeAfter = w.closeAfter || !b.drain()
+		case b.chunked || b.remain.Load() > maxDrain:
+			w.closeAfter = true // the handler may still read it: no draining behind its back
+		}
+	}
+	if b := w.body; b != nil {
+		b.answer() // from now no 100 Continue: it would land within this answer
 	}
 	if hasToken(h["Connection"], "close") {
 		w.closeAfter = true
@@ -217,6 +250,11 @@ func (w *response) commit(final bool, next []byte) error {
 		delete(h, "Content-Length")
 		delete(h, "Transfer-Encoding")
 		w.contentLength = -1
+	case w.contentLength >= 0 && te != "":
+		// The declared length frames the answer: a Transfer-Encoding beside it would make a
+		// proxy in front read the body as chunks (RFC 9112 6.3), as net/http drops it.
+		delete(h, "Transfer-Encoding")
+		te = ""
 	case final && w.contentLength < 0 && te == "" && (!isHEAD || len(pending) > 0):
 		w.contentLength = int64(len(pending))
 		extra[n] = field{"Content-Length", strconv.Itoa(len(pending))}
@@ -354,9 +392,11 @@ func (w *response) ReadFrom(src io.Reader) (int64, error) {
 	if w.chunked || w.req.Method == http.MethodHead || !bodyAllowed(w.status) || !ok {
 		return io.Copy(writerOnly{w}, src)
 	}
-	if f, off, n, ok := fileSection(src, w.contentLength-w.written); ok && n > 0 && w.contentLength >= 0 {
+	if file, off, n, advance, ok := fileSection(src, w.contentLength-w.written); ok && n > 0 && w.contentLength >= 0 {
 		if raw := w.c.out.socket(); raw != nil {
-			return w.sendFile(raw, f, off, n) // sendfile.go
+			sent, err := w.sendFile(raw, file, off, n) // sendfile.go
+			advance(sent)
+			return sent, err
 		}
 	}
 	// The head waits in the socket (TCP_CORK) for the file, as nginx's tcp_nopush holds it:
@@ -376,13 +416,39 @@ func (w *response) ReadFrom(src io.Reader) (int64, error) {
 			src = io.LimitReader(src, left)
 		}
 	}
-	n, err := rf.ReadFrom(src)
-	w.written += n
-	if err != nil {
-		w.err = err
+	// In pieces, so that each has WriteTimeout (a file may take longer than it in all). The
+	// socket sends by sendfile what is an *os.File under one *io.LimitedReader only.
+	var sent int64
+	for {
+		w.c.armWrite()
+		piece, outer := src, (*io.LimitedReader)(nil)
+		if w.c.s.WriteTimeout > 0 {
+			if lr, ok := src.(*io.LimitedReader); ok {
+				outer, piece = lr, &io.LimitedReader{R: lr.R, N: min(lr.N, readFromPiece)}
+			} else {
+				piece = &io.LimitedReader{R: src, N: readFromPiece}
+			}
+		}
+		n, err := rf.ReadFrom(piece)
+		if outer != nil {
+			outer.N -= n
+		}
+		sent += n
+		w.written += n
+		if err != nil {
+			w.err = err
+			return sent, err
+		}
+		if piece == src || n < readFromPiece {
+			return sent, nil
+		}
 	}
-	return n, err
 }
+
+// readFromPiece is how much of a reader that is no file goes out under one write deadline
+// by the socket's ReadFrom: small, so that a slow steady reader is not cut off (files go out
+// by sendFile, whose every wait has a deadline of its own).
+const readFromPiece = 256 << 10
 
 type writerOnly struct{ io.Writer }
 
@@ -426,7 +492,7 @@ func (w *response) EnableFullDuplex() error { return nil }
 // the flush. An error means the connection cannot go on.
 func (w *response) finish() error {
 	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
+		w.setStatus(http.StatusOK) // a handler that wrote nothing (WriteHeader is closed now)
 	}
 	if err := w.commit(true, nil); err != nil {
 		return err
@@ -440,6 +506,7 @@ func (w *response) finish() error {
 	err := w.c.bw.Flush()
 	if w.writeDeadline {
 		_ = w.c.rwc.SetWriteDeadline(time.Time{})
+		w.c.writeArmed = time.Time{} // WriteTimeout's deadline is set again at the next write
 	}
 	if err != nil {
 		return err

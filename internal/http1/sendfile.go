@@ -28,7 +28,8 @@ import (
 // one sendmsg on the socket, and counts only its own.
 type sockWriter struct {
 	conn net.Conn
-	more bool // only when the connection has a socket
+	c    *conn // for the write deadline (armWrite)
+	more bool  // only when the connection has a socket
 	tail []byte
 
 	sock      syscall.RawConn // conn's socket, nil when it is not TCP; see socket
@@ -44,12 +45,13 @@ func (s *sockWriter) socket() syscall.RawConn {
 }
 
 func (s *sockWriter) Write(p []byte) (int, error) {
+	s.c.armWrite()
 	switch {
 	case s.tail != nil:
 		n, err := s.writeTail(p)
 		return min(n, len(p)), err
 	case s.more:
-		return sendmsg(s.socket(), syscall.MSG_MORE, p, nil)
+		return s.sendmsg(syscall.MSG_MORE, p, nil)
 	}
 	return s.conn.Write(p)
 }
@@ -57,14 +59,34 @@ func (s *sockWriter) Write(p []byte) (int, error) {
 // writeTail writes p and then s.tail: in one sendmsg on the socket, or by two writes when the
 // connection has no socket of its own.
 func (s *sockWriter) writeTail(p []byte) (int, error) {
-	if raw := s.socket(); raw != nil {
-		return sendmsg(raw, 0, p, s.tail)
+	if s.socket() != nil {
+		return s.sendmsg(0, p, s.tail)
 	}
 	n, err := s.conn.Write(p)
 	if err == nil {
 		var m int
 		m, err = s.conn.Write(s.tail)
 		n += m
+	}
+	return n, err
+}
+
+// writeFailer is a connection told of the writes to its socket that failed past its Write:
+// sendmsg's and sendFile's (Server's doc).
+type writeFailer interface{ WriteFailed() }
+
+// failed tells the connection, when it asks (writeFailer), that a write to its socket failed.
+func (s *sockWriter) failed() {
+	if f, ok := s.conn.(writeFailer); ok {
+		f.WriteFailed()
+	}
+}
+
+// sendmsg is sendmsg on the connection's socket, which is told when it fails.
+func (s *sockWriter) sendmsg(flags int, a, b []byte) (int, error) {
+	n, err := sendmsg(s.socket(), flags, a, b)
+	if err != nil {
+		s.failed()
 	}
 	return n, err
 }
@@ -115,33 +137,62 @@ func sendmsg(raw syscall.RawConn, flags int, a, b []byte) (int, error) {
 }
 
 // fileSection returns the file, offset and length that src reads, at most limit bytes of it,
-// when src is an *io.SectionReader over an *os.File, alone or under an *io.LimitedReader.
-func fileSection(src io.Reader, limit int64) (f *os.File, off, n int64, ok bool) {
-	if lr, isLR := src.(*io.LimitedReader); isLR {
+// when src is a file under at most two *io.LimitedReaders (io.CopyN's over
+// http.ServeContent's): an *io.SectionReader over an *os.File, or a seekable reader with a
+// descriptor of its own (an *os.File, docroot's file handle). advance moves src's position
+// past what was sent. A Range or a validator sends a file through ServeContent, and those
+// readers then went out by the socket's ReadFrom, in pieces of one deadline each, which cut a
+// slow steady reader off (sendFile waits with WriteTimeout each time the socket is full).
+func fileSection(src io.Reader, limit int64) (file syscall.RawConn, off, n int64, advance func(int64), ok bool) {
+	for range 2 {
+		lr, isLR := src.(*io.LimitedReader)
+		if !isLR {
+			break
+		}
 		src, limit = lr.R, min(limit, lr.N)
 	}
-	sr, isSR := src.(*io.SectionReader)
-	if !isSR {
-		return nil, 0, 0, false
+	var seeker io.Seeker
+	var conn syscall.Conn
+	size := int64(-1) // unknown: up to limit
+	base := int64(0)
+	switch r := src.(type) {
+	case *io.SectionReader:
+		outer, b, sz := r.Outer()
+		f, isFile := outer.(*os.File)
+		if !isFile {
+			return nil, 0, 0, nil, false
+		}
+		seeker, conn, base, size = r, f, b, sz
+	case interface {
+		io.Seeker
+		syscall.Conn
+	}:
+		seeker, conn = r, r
+	default:
+		return nil, 0, 0, nil, false
 	}
-	outer, base, size := sr.Outer()
-	if f, ok = outer.(*os.File); !ok {
-		return nil, 0, 0, false
-	}
-	pos, err := sr.Seek(0, io.SeekCurrent) // no system call: the reader's own position
+	pos, err := seeker.Seek(0, io.SeekCurrent)
 	if err != nil {
-		return nil, 0, 0, false
+		return nil, 0, 0, nil, false
 	}
-	return f, base + pos, max(0, min(size-pos, limit)), true
+	if file, err = conn.SyscallConn(); err != nil {
+		return nil, 0, 0, nil, false
+	}
+	n = limit
+	if size >= 0 {
+		n = min(size-pos, limit)
+	}
+	advance = func(sent int64) { _, _ = seeker.Seek(sent, io.SeekCurrent) }
+	return file, base + pos, max(0, n), advance, true
 }
 
 // errFileShrank is a file that ended before the length its answer declared.
 var errFileShrank = errors.New("http1: file shorter than its declared length")
 
-// sendFile writes the connection's buffered head with MSG_MORE and then n bytes of f from off
-// by sendfile, through raw, the connection's socket (sockWriter.socket). Write deadlines apply
-// to both.
-func (w *response) sendFile(raw syscall.RawConn, f *os.File, off, n int64) (int64, error) {
+// sendFile writes the connection's buffered head with MSG_MORE and then n bytes of file from
+// off by sendfile, through raw, the connection's socket (sockWriter.socket). Write deadlines
+// apply to both, each wait for room in the socket with WriteTimeout of its own.
+func (w *response) sendFile(raw syscall.RawConn, file syscall.RawConn, off, n int64) (int64, error) {
 	out := &w.c.out
 	out.more = true
 	err := w.c.bw.Flush()
@@ -150,16 +201,12 @@ func (w *response) sendFile(raw syscall.RawConn, f *os.File, off, n int64) (int6
 		w.err = err
 		return 0, err
 	}
-	fraw, err := f.SyscallConn()
-	if err != nil {
-		w.err = err
-		return 0, err
-	}
 	var sent int64
 	var serr error
-	cerr := fraw.Control(func(ffd uintptr) {
+	cerr := file.Control(func(ffd uintptr) {
 		werr := raw.Write(func(sfd uintptr) bool {
 			for sent < n {
+				w.c.armWrite() // each wait for room has WriteTimeout
 				m, e := syscall.Sendfile(int(sfd), int(ffd), &off, int(min(n-sent, 1<<30)))
 				if m > 0 {
 					sent += int64(m)
@@ -188,6 +235,7 @@ func (w *response) sendFile(raw syscall.RawConn, f *os.File, off, n int64) (int6
 	}
 	if serr != nil {
 		w.err = serr
+		w.c.out.failed()
 	}
 	return sent, serr
 }

@@ -310,3 +310,103 @@ func testLargeWrites(t *testing.T, socket bool) {
 		t.Errorf("after clients left: %d bytes of body, want 70000", len(body))
 	}
 }
+
+// toldConn is a TCP connection that records whether http1 told it of a failed write.
+type toldConn struct {
+	*net.TCPConn
+	told atomic.Bool
+}
+
+func (c *toldConn) WriteFailed() { c.told.Store(true) }
+
+// toldListener hands out its connections as *toldConn, and each on conns too.
+type toldListener struct {
+	net.Listener
+	conns chan *toldConn
+}
+
+func (l toldListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc := &toldConn{TCPConn: c.(*net.TCPConn)}
+	l.conns <- tc
+	return tc, nil
+}
+
+// TestFailedSocketWritesAreTold: a write that http1 makes on the socket itself, past the
+// connection's Write (sendmsg: a head and a large body; sendfile: a file), is told to the
+// connection when it fails (WriteFailed), as its Write would have seen it fail, so that it can
+// reset itself at its close; a write that went out is not.
+func TestFailedSocketWritesAreTold(t *testing.T) {
+	const size = 32 << 20
+	file := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(file, make([]byte, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		if r.URL.Path == "/write" {
+			_, err := w.Write(make([]byte, size))
+			ended <- err
+			return
+		}
+		f, err := os.Open(file)
+		if err != nil {
+			ended <- err
+			return
+		}
+		defer f.Close()
+		_, err = io.Copy(w, io.NewSectionReader(f, 0, size))
+		ended <- err
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := toldListener{Listener: ln, conns: make(chan *toldConn, 4)}
+	serveOn(t, tl, h, func(s *Server) { s.WriteTimeout = time.Second })
+	for _, tc := range []struct {
+		name, path string
+		read       bool // the client reads the answer; otherwise nothing
+	}{
+		{"sendmsg, read", "/write", true},
+		{"sendmsg, never read", "/write", false},
+		{"sendfile, read", "/file", true},
+		{"sendfile, never read", "/file", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dial(t, ln.Addr().String())
+			if !tc.read {
+				_ = c.(*net.TCPConn).SetReadBuffer(4 << 10) // full soon
+			}
+			if _, err := io.WriteString(c, "GET "+tc.path+" HTTP/1.1\r\nHost: h\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			server := <-tl.conns
+			if tc.read {
+				_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n, err := io.Copy(io.Discard, resp.Body); n != size || err != nil {
+					t.Fatalf("read %d of %d bytes: %v", n, size, err)
+				}
+			}
+			select {
+			case err := <-ended:
+				if (err == nil) != tc.read {
+					t.Fatalf("the handler's write ended with %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the handler's write never ended")
+			}
+			if told := server.told.Load(); told == tc.read {
+				t.Errorf("told of a failed write: %v; want %v", told, !tc.read)
+			}
+		})
+	}
+}

@@ -11,6 +11,12 @@
 // negotiates h2 over TLS, is handed over to Server.HandOff (net/http serves HTTP/2 there). Of
 // TLS it knows only that a *tls.Conn shakes hands before its first request.
 //
+// A connection always has a deadline while it waits for its client: the head's (from its
+// first byte, ReadHeaderTimeout; the first head's from the accept, a TLS handshake included),
+// the idle wait's (IdleTimeout), the body's (BodyTimeout, from each read), each write's
+// (WriteTimeout); only while its handler runs, with the body read, does nothing wait on the
+// client (the handler is bounded by its own means).
+//
 // A connection's lifecycle (conn.serve):
 //
 //	new ──(TLS handshake)──first byte──▶ head ──parsed──▶ active ──answered, keep-alive──▶ idle ──first byte──▶ head
@@ -37,14 +43,47 @@ type Server struct {
 	Handler http.Handler
 
 	// ReadHeaderTimeout bounds the reading of a request's head, from its first byte (the first
-	// request of a connection: from the accept). IdleTimeout bounds the wait for the next
+	// request of a connection: from the accept, a TLS handshake included). IdleTimeout bounds the wait for the next
 	// request on a kept-alive connection (ReadHeaderTimeout when 0).
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
 
+	// BodyTimeout bounds the wait for each read of a request body from the socket (nginx's
+	// client_body_timeout): a body that stalls longer fails its reader's Read with an error
+	// that errors.Is os.ErrDeadlineExceeded. WriteTimeout bounds the wait for each write of an
+	// answer to the socket, files by sendfile included (nginx's send_timeout): a client that
+	// reads nothing longer loses its connection. 0 means no limit.
+	//
+	// Some answers go to the socket past the connection's Write (by sendmsg: a head with a
+	// large body; by sendfile: files): a connection with a method WriteFailed() is told when
+	// one of those fails, as its Write would have seen it fail (httpserver resets such a
+	// connection at its close).
+	//
+	// A moving deadline is moved at most every eighth of its length, not at every read or
+	// write, so that a body in tiny pieces costs no call per piece: a wait may last up to
+	// 9/8 of the timeout, never less than it.
+	BodyTimeout  time.Duration
+	WriteTimeout time.Duration
+
 	// MaxHeaderBytes bounds a request's head, request line included; a larger one gets 431.
-	// 0 means 1 MiB.
+	// 0 means 64 KiB (nginx refuses at 32 KiB: four of its 8 KiB large_client_header_buffers).
 	MaxHeaderBytes int
+
+	// MaxHeaderFields bounds the number of header fields of a head; more get 431. 0 means 100.
+	MaxHeaderFields int
+
+	// MaxRequestLine bounds the request line (414 past it) and MaxFieldLine each header line
+	// (431), without their line ends. 0 means 8 KiB, nginx's large_client_header_buffers.
+	MaxRequestLine int
+	MaxFieldLine   int
+
+	// MaxBodyBytes, when set, refuses a chunk that would take a chunked body past it at
+	// once, before reading it: the body's reader gets an *http.MaxBytesError. A declared
+	// Content-Length is the handler's to refuse (before it reads the body).
+	MaxBodyBytes int64
+
+	// The limits of a head are enforced as it is read, so that no head costs more memory
+	// than them, whatever its shape: a megabyte of one-byte lines is refused at the budget.
 
 	// ConnContext, when set, derives each connection's context, which its requests' contexts
 	// descend from.
@@ -68,7 +107,24 @@ type Server struct {
 // ErrServerClosed is what Serve returns after Shutdown or Close.
 var ErrServerClosed = http.ErrServerClosed
 
-const defaultMaxHeaderBytes = 1 << 20
+// Defaults of the head's limits.
+const (
+	defaultMaxHeaderBytes  = 64 << 10
+	defaultMaxHeaderFields = 100
+	defaultMaxLine         = 8 << 10
+)
+
+func orDefault(v, d int) int {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+func (s *Server) maxHeaderBytes() int  { return orDefault(s.MaxHeaderBytes, defaultMaxHeaderBytes) }
+func (s *Server) maxHeaderFields() int { return orDefault(s.MaxHeaderFields, defaultMaxHeaderFields) }
+func (s *Server) maxRequestLine() int  { return orDefault(s.MaxRequestLine, defaultMaxLine) }
+func (s *Server) maxFieldLine() int    { return orDefault(s.MaxFieldLine, defaultMaxLine) }
 
 // Serve accepts connections on ln and serves each on a goroutine of its own until Shutdown or
 // Close; then it returns ErrServerClosed.

@@ -4,16 +4,24 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -25,6 +33,41 @@ func serve(t *testing.T, h http.Handler, opts ...func(*Server)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveOn(t, ln, h, opts...)
+	return ln.Addr().String()
+}
+
+// serveTLS is serve over TLS, with a certificate for 127.0.0.1 that roots holds.
+func serveTLS(t *testing.T, h http.Handler, opts ...func(*Server)) (addr string, roots *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots = x509.NewCertPool()
+	roots.AddCert(cert)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	serveOn(t, tls.NewListener(ln, cfg), h, opts...)
+	return ln.Addr().String(), roots
+}
+
+// serveOn serves ln with h until the test ends.
+func serveOn(t *testing.T, ln net.Listener, h http.Handler, opts ...func(*Server)) {
+	t.Helper()
 	s := &Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second}
 	for _, o := range opts {
 		o(s)
@@ -41,7 +84,6 @@ func serve(t *testing.T, h http.Handler, opts ...func(*Server)) string {
 			t.Errorf("Serve returned %v", err)
 		}
 	})
-	return ln.Addr().String()
 }
 
 // exchange sends raw on a new connection and returns everything the server sent until it
@@ -111,8 +153,14 @@ func TestRequestsAndTheirAnswers(t *testing.T) {
 		{"http/1.0 closes", "GET / HTTP/1.0\r\n\r\n", []string{"HTTP/1.0 200 OK\r\n", "Connection: close", "host= "}, []string{"keep-alive"}},
 		{"http/1.0 keep-alive", "GET /1 HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /2 HTTP/1.0\r\n\r\n",
 			[]string{"Connection: keep-alive", "GET /1", "Connection: close", "GET /2"}, nil},
-		{"absolute form", "GET http://other:8/x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", []string{"host=other:8"}, nil},
-		{"empty lines before", "\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", []string{"200 OK"}, nil},
+		{"absolute form", "GET http://other:8/x?y HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", []string{"GET /x?y host=other:8"}, nil},
+		{"absolute form, no path", "GET HTTPS://other?y HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", []string{"GET /?y host=other"}, nil},
+		{"absolute form with credentials", "GET http://u:p@other/x HTTP/1.1\r\nHost: h\r\n\r\n", []string{"400 Bad Request", "user:password"}, []string{"u:p"}},
+		{"OPTIONS *, answered by the server", "OPTIONS * HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", []string{"200 OK", "Content-Length: 0\r\n"}, []string{"OPTIONS"}},
+		{"CONNECT", "CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n", []string{"405 Method Not Allowed"}, nil},
+		{"empty lines before", "\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", []string{"400 Bad Request"}, []string{"200 OK"}}, // as net/http
+		{"a stray CRLF after a POST", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\nx\r\nGET /2 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+			[]string{`body="x"`, "GET /2 host=h"}, []string{"400"}},
 		{"bare LF", "GET / HTTP/1.1\nHost: h\nConnection: close\n\n", []string{"200 OK"}, nil},
 		{"duplicate equal lengths", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nContent-Length: 2\r\nConnection: close\r\n\r\nab", []string{`body="ab"`}, nil},
 	} {
@@ -217,6 +265,15 @@ func TestAnswerFraming(t *testing.T) {
 		w.Header().Set("X-A", "a\r\nSet-Cookie: evil=1")
 		w.Header()["Bad Name"] = []string{"x"}
 	})
+	mux.HandleFunc("/declared-and-chunked", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "3")
+		w.Header().Set("Transfer-Encoding", r.URL.Query().Get("te"))
+		_, _ = io.WriteString(w, "abc")
+	})
+	mux.HandleFunc("/two-lengths", func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Content-Length"] = r.URL.Query()["cl"] // PHP's header("Content-Length: 4", false)
+		_, _ = io.WriteString(w, "abc")
+	})
 	mux.HandleFunc("/typed", func(w http.ResponseWriter, r *http.Request) {
 		w.Header()["Content-Type"] = nil // no sniffing
 		_, _ = io.WriteString(w, "<html>")
@@ -249,6 +306,22 @@ func TestAnswerFraming(t *testing.T) {
 			[]string{"HTTP/1.0 200 OK\r\n", "done"}, []string{"103"}},
 		{"no header injection", "GET /injected HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
 			[]string{"X-A: a Set-Cookie: evil=1\r\n"}, []string{"\r\nSet-Cookie", "Bad Name"}},
+		// A proxy in front that reads Transfer-Encoding over Content-Length (RFC 9112 6.3) would
+		// take the raw body for chunks: net/http drops the handler's Transfer-Encoding then.
+		{"declared length drops the handler's chunked", "GET /declared-and-chunked?te=chunked HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+			[]string{"Content-Length: 3\r\n", "\r\n\r\nabc"}, []string{"Transfer-Encoding", "chunked"}},
+		{"declared length drops the handler's gzip", "GET /declared-and-chunked?te=gzip HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+			[]string{"Content-Length: 3\r\n", "\r\n\r\nabc"}, []string{"Transfer-Encoding", "gzip"}},
+		{"declared length drops the handler's identity", "GET /declared-and-chunked?te=identity HTTP/1.1\r\nHost: h\r\n\r\nGET /short HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+			[]string{"Content-Length: 3\r\n", "\r\n\r\nabc", "<html>hi"}, []string{"Transfer-Encoding", "identity"}},
+		{"head with a declared length drops the handler's chunked", "HEAD /declared-and-chunked?te=chunked HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+			[]string{"Content-Length: 3\r\n"}, []string{"Transfer-Encoding", "abc"}},
+		// Two lengths would let a proxy in front pick either (RFC 9112 6.3 has it refuse, or
+		// worse, not): differing ones are dropped, equal ones go out once.
+		{"differing lengths are dropped", "GET /two-lengths?cl=3&cl=4 HTTP/1.1\r\nHost: h\r\n\r\nGET /short HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+			[]string{"Content-Length: 3\r\n", "\r\n\r\nabc", "<html>hi"}, []string{"Content-Length: 4", "Content-Length: 3\r\nContent-Length"}},
+		{"equal lengths go out once", "GET /two-lengths?cl=3&cl=3 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+			[]string{"Content-Length: 3\r\n", "\r\n\r\nabc"}, []string{"Content-Length: 3\r\nContent-Length"}},
 		{"explicitly untyped", "GET /typed HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
 			[]string{"Content-Length: 6\r\n"}, []string{"Content-Type"}},
 	} {
@@ -486,7 +559,7 @@ func TestFilesGoOutBySendfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sendfile atomic.Bool
-	serveFileOnce(t, fileListener{ln, &sendfile}, nil) // cork_test.go
+	serveFileOnce(t, fileListener{ln, &sendfile}, nil, false) // cork_test.go
 	if !sendfile.Load() {
 		t.Error("the file did not reach the socket as a file: no sendfile")
 	}
@@ -503,7 +576,7 @@ func TestSizesAroundTheBuffers(t *testing.T) {
 		}
 		fmt.Fprintf(w, "x=%d body=%d sum=%d", len(r.Header.Get("X")), len(b), bytes.Count(b, []byte("b")))
 	}))
-	long := strings.Repeat("h", 3*bufSize+17)
+	long := strings.Repeat("h", 2*bufSize-17) // under the 8 KiB a header line may have
 	got := exchange(t, addr, "GET / HTTP/1.1\r\nHost: h\r\nX: "+long+"\r\nConnection: close\r\n\r\n")
 	if !strings.Contains(got, fmt.Sprintf("x=%d body=0", len(long))) {
 		t.Errorf("a %d-byte header: %.200s", len(long), got)
@@ -525,5 +598,84 @@ func TestSizesAroundTheBuffers(t *testing.T) {
 				t.Errorf("%d bytes, %s: %.300s", n, name, got[max(0, len(got)-300):])
 			}
 		}
+	}
+}
+
+// smallSendBuffer gives every accepted connection a 64 KiB send buffer, so that a file does
+// not fit in the kernel and goes out at the client's pace.
+type smallSendBuffer struct{ net.Listener }
+
+func (l smallSendBuffer) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(64 << 10)
+	}
+	return c, err
+}
+
+// TestASteadySlowReaderGetsTheWholeRange: WriteTimeout bounds each wait for room in the socket,
+// not a piece of the file: a client reading 32 KiB every 20 ms (1.6 MB/s) gets a 6 MiB range of
+// a file http.ServeContent sends (a Range or a validator takes that way). It was cut off after
+// its first 4 MiB piece missed the deadline (about 3 MB read, then a reset), as a review found
+// with static files and X-Sendfile answers.
+func TestASteadySlowReaderGetsTheWholeRange(t *testing.T) {
+	const size = 6 << 20
+	path := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("0123456789abcdef"), size/16), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second, WriteTimeout: time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			f, err := os.Open(path)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			defer f.Close()
+			http.ServeContent(w, r, "big", time.Time{}, f)
+		})}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(smallSendBuffer{ln}) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		<-done
+	})
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 32<<10) })
+	}}
+	c, err := d.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /big HTTP/1.1\r\nHost: h\r\nRange: bytes=100-\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	var got []byte
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			if err != io.EOF {
+				t.Logf("read: %v", err)
+			}
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	head, body, ok := bytes.Cut(got, []byte("\r\n\r\n"))
+	if !ok || !bytes.HasPrefix(head, []byte("HTTP/1.1 206 ")) {
+		t.Fatalf("answer: %.200q", got)
+	}
+	if len(body) != size-100 {
+		t.Fatalf("got %d bytes of the range's %d", len(body), size-100)
 	}
 }

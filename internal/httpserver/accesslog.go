@@ -34,7 +34,7 @@ func (a *AccessLog) logger() *slog.Logger {
 // logAccess writes the access log's record of one finished request: the fields operators grep
 // for, as nginx's combined format has them, and the worker that ran it. A request no worker ran
 // (a static file, a refused request) has no "pid" field.
-func logAccess(log *slog.Logger, r *http.Request, w *countingWriter, start time.Time, pid int, bytesIn int64) {
+func logAccess(log *slog.Logger, r *http.Request, w *countingWriter, start time.Time) {
 	attrs := make([]slog.Attr, 0, 14)
 	attrs = append(attrs,
 		slog.String("method", r.Method),
@@ -47,11 +47,11 @@ func logAccess(log *slog.Logger, r *http.Request, w *countingWriter, start time.
 		slog.String("host", r.Host),
 		slog.Int("status", w.status),
 		slog.Int64("bytes", w.bytes),
-		slog.Int64("bytes_in", bytesIn),
+		slog.Int64("bytes_in", w.bytesIn),
 		// Milliseconds with microsecond precision: a number to sort and sum, not a Go duration.
 		slog.Float64("duration_ms", math.Round(float64(time.Since(start))/1e3)/1e3))
-	if pid != 0 {
-		attrs = append(attrs, slog.Int("pid", pid))
+	if w.pid != 0 {
+		attrs = append(attrs, slog.Int("pid", w.pid))
 	}
 	attrs = append(attrs, slog.String("remote", r.RemoteAddr))
 	if ua := r.UserAgent(); ua != "" {

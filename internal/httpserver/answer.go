@@ -210,23 +210,37 @@ func (a *answer) reserve(n int) bool {
 }
 
 // writeHeader sends the status and headers; whole says the body is complete, so its length is
-// known.
+// known. The length is the server's to say, as nginx says it after PHP-FPM: the body's when it
+// is whole; when it is streamed, the script's own Content-Length, if it set one (http1 then
+// sends no more than it, and ends the connection after a body that falls short); for HEAD,
+// the GET's length the script declared, or the body it wrote anyway, or none (RFC 9110 9.3.2).
 func (a *answer) writeHeader(whole bool) {
 	hdr := a.w.Header()
-	for _, f := range a.headers {
-		key := http.CanonicalHeaderKey(f.Name)
-		switch {
-		case key == "Content-Length", key == "Transfer-Encoding":
-			continue // the body's real length is what counts
-		case isAccelHeader(key):
-			continue
-		}
-		hdr[key] = append(hdr[key], f.Value)
-	}
-	if whole {
+	length := phpHeaders(hdr, a.headers)
+	switch {
+	case a.r.Method == http.MethodHead && length == "" && a.size == 0:
+	case a.r.Method == http.MethodHead && length != "", !whole && length != "":
+		hdr["Content-Length"] = []string{length}
+	case whole, a.r.Method == http.MethodHead:
 		hdr["Content-Length"] = []string{strconv.FormatInt(a.size, 10)}
 	}
 	a.w.WriteHeader(a.status)
+}
+
+// phpHeaders adds the headers of PHP's answer to hdr but for those the server decides: the
+// body's framing, the connection's (Connection, Keep-Alive: nginx drops them too), X-Sendfile
+// and X-Accel-*. It returns the script's Content-Length, if it set one.
+func phpHeaders(hdr http.Header, fields []protocol.Field) (length string) {
+	for _, f := range fields {
+		switch key := http.CanonicalHeaderKey(f.Name); {
+		case key == "Content-Length":
+			length = f.Value
+		case key == "Transfer-Encoding", key == "Connection", key == "Keep-Alive", key == "X-Sendfile", isAccelHeader(key):
+		default:
+			hdr[key] = append(hdr[key], f.Value)
+		}
+	}
+	return length
 }
 
 // startStream sends the headers and what was collected, and from now on every part at once.
@@ -251,8 +265,10 @@ func (a *answer) send(p []byte, flush bool) {
 			a.deadline()
 		}
 		if _, err := a.w.Write(p); err != nil {
-			if errors.Is(err, http.ErrBodyNotAllowed) {
-				return // a 204 or 304 has no body: dropped, the client is fine
+			if errors.Is(err, http.ErrBodyNotAllowed) || errors.Is(err, http.ErrContentLength) {
+				// A 204 or 304 has no body, a body past the script's Content-Length is not
+				// sent: dropped, the client is fine.
+				return
 			}
 			a.clientErr = err
 			return
@@ -340,6 +356,7 @@ func (a *answer) release() {
 		a.held = 0
 	}
 	if a.body != nil {
+		worker.Poison(*a.body)
 		if cap(*a.body) <= maxPooledBuffer {
 			*a.body = (*a.body)[:0]
 			a.bufs.Put(a.body)
@@ -410,15 +427,7 @@ func (a *answer) sendFile() {
 			return err == nil
 		}
 	}
-	hdr := a.w.Header()
-	for _, f := range a.headers {
-		key := http.CanonicalHeaderKey(f.Name)
-		switch {
-		case key == "Content-Length", key == "Transfer-Encoding", key == "X-Sendfile", isAccelHeader(key):
-			continue
-		}
-		hdr[key] = append(hdr[key], f.Value)
-	}
+	phpHeaders(a.w.Header(), a.headers) // the file's length is the file's
 	root.ServeFile(a.w, a.r, file, allowSibling)
 }
 

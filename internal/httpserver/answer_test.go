@@ -1,8 +1,11 @@
 package httpserver
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -10,7 +13,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/peregrinephp/peregrine/internal/docroot"
 	"github.com/peregrinephp/peregrine/internal/protocol"
@@ -29,6 +34,8 @@ type testFrame struct {
 func (f frameRunner) Admit() error { return nil }
 
 func (f frameRunner) Do(_ context.Context, c *worker.Call) (int, error) {
+	c.Hold() // as the pool does: the call's bytes are released once it is done with them
+	defer c.Drop()
 	for _, fr := range f {
 		if err := c.Answer.Frame(fr.t, fr.flags, fr.payload); err != nil {
 			return 1, err
@@ -368,7 +375,7 @@ func (f *flushRecorder) Flush() {
 
 func TestStreamedAnswer(t *testing.T) {
 	frames := frameRunner{
-		{protocol.TypeResponse, protocol.FlagMore, responsePayload(t, 200, "a", "Content-Type", "text/event-stream", "Content-Length", "1")},
+		{protocol.TypeResponse, protocol.FlagMore, responsePayload(t, 200, "a", "Content-Type", "text/event-stream")},
 		{protocol.TypeBody, protocol.FlagMore | protocol.FlagFlush, []byte("b")},
 		{protocol.TypeBody, protocol.FlagMore, []byte("c")},
 		{protocol.TypeBody, protocol.FlagMore | protocol.FlagFlush, []byte("")},
@@ -523,5 +530,133 @@ func TestConnAnswerMemoryIsBounded(t *testing.T) {
 			t.Fatal("spilled without a connection")
 		}
 		a.release()
+	}
+}
+
+// queueRunner answers each request with the next of its frame lists.
+type queueRunner struct {
+	mu   sync.Mutex
+	runs [][]testFrame
+}
+
+func (q *queueRunner) Admit() error { return nil }
+
+func (q *queueRunner) Do(ctx context.Context, c *worker.Call) (int, error) {
+	q.mu.Lock()
+	run := q.runs[0]
+	q.runs = q.runs[1:]
+	q.mu.Unlock()
+	return frameRunner(run).Do(ctx, c)
+}
+
+// TestAnswerLengthAndConnectionAsNginx (issue 25 item 26): through the HTTP/1 front, as nginx
+// passes PHP-FPM's answers on: HEAD carries the Content-Length the script set, or none, never
+// 0; the script's Content-Length survives a flush when the body matches it (no chunks), and a
+// body longer than it is cut there without failing the worker; a Connection: close from the
+// script does not reach the client, which keeps its connection.
+func TestAnswerLengthAndConnectionAsNginx(t *testing.T) {
+	more, flush := protocol.FlagMore, protocol.FlagFlush
+	for _, tc := range []struct {
+		name, method string
+		frames       []testFrame
+		want, not    []string // in the answer's head and body
+	}{
+		{"HEAD with the script's length", "HEAD", []testFrame{{protocol.TypeResponse, 0, responsePayload(t, 200, "", "Content-Length", "4615")}},
+			[]string{"Content-Length: 4615\r\n"}, []string{"Transfer-Encoding"}},
+		{"HEAD without one", "HEAD", []testFrame{{protocol.TypeResponse, 0, responsePayload(t, 200, "")}},
+			nil, []string{"Content-Length", "Transfer-Encoding"}},
+		{"HEAD whose script wrote its body anyway", "HEAD", []testFrame{{protocol.TypeResponse, 0, responsePayload(t, 200, "hello")}},
+			[]string{"Content-Length: 5\r\n"}, []string{"hello"}},
+		{"HEAD, flushed, with the script's length", "HEAD", []testFrame{
+			{protocol.TypeResponse, more | flush, responsePayload(t, 200, "", "Content-Length", "3744")},
+			{protocol.TypeBody, 0, nil}},
+			[]string{"Content-Length: 3744\r\n"}, []string{"Transfer-Encoding"}},
+		{"flushed with the script's length", "GET", []testFrame{
+			{protocol.TypeResponse, more | flush, responsePayload(t, 200, "abc", "Content-Length", "6")},
+			{protocol.TypeBody, more | flush, []byte("de")},
+			{protocol.TypeBody, 0, []byte("f")}},
+			[]string{"Content-Length: 6\r\n", "\r\n\r\nabcdef"}, []string{"Transfer-Encoding"}},
+		{"a 206 flushed with the script's length", "GET", []testFrame{
+			{protocol.TypeResponse, more | flush, responsePayload(t, 206, "ab", "Content-Length", "2", "Content-Range", "bytes 0-1/10")},
+			{protocol.TypeBody, 0, nil}},
+			[]string{"206 Partial Content", "Content-Length: 2\r\n", "\r\n\r\nab"}, []string{"Transfer-Encoding"}},
+		{"flushed without a length", "GET", []testFrame{
+			{protocol.TypeResponse, more | flush, responsePayload(t, 200, "abc")},
+			{protocol.TypeBody, 0, []byte("def")}},
+			[]string{"Transfer-Encoding: chunked\r\n"}, []string{"Content-Length"}},
+		{"Connection: close from the script", "GET", []testFrame{{protocol.TypeResponse, 0, responsePayload(t, 200, "ok", "Connection", "close", "Keep-Alive", "timeout=5")}},
+			[]string{"Content-Length: 2\r\n"}, []string{"Connection", "Keep-Alive"}},
+		{"Connection: close from a streaming script", "GET", []testFrame{
+			{protocol.TypeResponse, more | flush, responsePayload(t, 200, "a", "Connection", "close")},
+			{protocol.TypeBody, 0, []byte("b")}},
+			[]string{"Transfer-Encoding: chunked\r\n"}, []string{"Connection"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The answer, then a second request on the same connection: kept alive.
+			q := &queueRunner{runs: [][]testFrame{tc.frames, {{protocol.TypeResponse, 0, responsePayload(t, 200, "second")}}}}
+			c := serveAndDial(t, NewHandler(q, Options{}))
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(c)
+			_, _ = io.WriteString(c, tc.method+" /x HTTP/1.1\r\nHost: h\r\n\r\n")
+			resp, err := http.ReadResponse(br, &http.Request{Method: tc.method})
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			var head strings.Builder
+			_ = resp.Header.Write(&head)
+			if resp.ContentLength >= 0 {
+				fmt.Fprintf(&head, "Content-Length: %d\r\n", resp.ContentLength)
+			}
+			if len(resp.TransferEncoding) > 0 {
+				head.WriteString("Transfer-Encoding: chunked\r\n")
+			}
+			got := resp.Status + "\r\n" + head.String() + "\r\n\r\n" + string(body)
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("no %q in:\n%s", w, got)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(got, n) {
+					t.Errorf("%q in:\n%s", n, got)
+				}
+			}
+			if tc.method == "HEAD" && resp.ContentLength == 0 {
+				t.Errorf("HEAD answered with Content-Length: 0")
+			}
+			_, _ = io.WriteString(c, "GET /2 HTTP/1.1\r\nHost: h\r\n\r\n")
+			resp, err = http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("the connection was not kept: %v", err)
+			}
+			if b, _ := io.ReadAll(resp.Body); string(b) != "second" {
+				t.Fatalf("second answer: %q", b)
+			}
+		})
+	}
+}
+
+// TestStreamedBodyLongerThanItsLengthIsCut: a streamed answer longer than the script's
+// Content-Length goes out up to it, the rest dropped, and the worker is not blamed.
+func TestStreamedBodyLongerThanItsLengthIsCut(t *testing.T) {
+	q := &queueRunner{runs: [][]testFrame{{
+		{protocol.TypeResponse, protocol.FlagMore | protocol.FlagFlush, responsePayload(t, 200, "ab", "Content-Length", "3")},
+		{protocol.TypeBody, protocol.FlagMore | protocol.FlagFlush, []byte("cdef")},
+		{protocol.TypeBody, 0, []byte("gh")},
+	}}}
+	s, err := Listen("127.0.0.1:0", NewHandler(q, Options{}), ServerOptions{ReadHeaderTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, s)
+	resp, err := http.Get(s.URL() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if string(b) != "abc" || resp.ContentLength != 3 {
+		t.Fatalf("%d bytes declared, %q received", resp.ContentLength, b)
 	}
 }

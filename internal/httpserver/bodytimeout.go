@@ -6,8 +6,13 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/peregrinephp/peregrine/internal/http1"
 )
 
+// On HTTP/1 connections http1 does this itself (http1.Server.BodyTimeout; ServerOptions), and
+// timedBody stands aside; it bounds HTTP/2 streams' bodies.
+//
 // A client that declares a body and then sends nothing, or a few bytes a minute, would hold its
 // connection (a slot of http.max_connections), its goroutine and its buffers for as long as it
 // stays: net/http bounds the headers (ReadHeaderTimeout) but not the time between two reads of
@@ -19,11 +24,12 @@ import (
 
 // timedBody is a request body whose reads each have d to deliver a byte.
 type timedBody struct {
-	body io.ReadCloser
-	ctl  *http.ResponseController
-	d    time.Duration
-	eof  bool // the body was read to its end
-	dead bool // a read failed: nothing more will come (HTTP/1.1: the connection is done)
+	body  io.ReadCloser
+	ctl   *http.ResponseController
+	d     time.Duration
+	armed time.Time // when the deadline was last moved
+	eof   bool      // the body was read to its end
+	dead  bool      // a read failed: nothing more will come (HTTP/1.1: the connection is done)
 }
 
 // withBodyTimeout returns r, when d > 0 and r has a body a shallow copy of it whose Body is a
@@ -33,8 +39,8 @@ type timedBody struct {
 // net/http holds keeps its own Body: net/http looks at its type to decide whether to drain it
 // or close the connection (a body too large to drain, an Expect: 100-continue never answered).
 func withBodyTimeout(w http.ResponseWriter, r *http.Request, d time.Duration) (*http.Request, func()) {
-	if d <= 0 || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-		return r, func() {}
+	if d <= 0 || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || http1.BodyTimed(r.Context()) {
+		return r, func() {} // http1 bounds its bodies' reads itself, a deadline an eighth
 	}
 	tb := &timedBody{body: r.Body, ctl: http.NewResponseController(w), d: d}
 	r = r.WithContext(r.Context())
@@ -57,7 +63,12 @@ func (b *timedBody) Read(p []byte) (int, error) {
 	if b.eof {
 		return 0, io.EOF
 	}
-	_ = b.ctl.SetReadDeadline(time.Now().Add(b.d))
+	// The deadline moves when an eighth of it has passed, not at every read: a body in tiny
+	// frames costs no call per frame. A wait may last 9/8 of d, never less than d.
+	if now := time.Now(); now.Sub(b.armed) >= b.d/8 {
+		b.armed = now
+		_ = b.ctl.SetReadDeadline(now.Add(b.d + b.d/8))
+	}
 	n, err := b.body.Read(p)
 	if err != nil && err != io.EOF {
 		b.dead = true

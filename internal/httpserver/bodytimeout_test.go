@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,7 +23,7 @@ func bodyServer(t *testing.T, d time.Duration, maxConns int, opts Options) *Serv
 	t.Helper()
 	opts.BodyTimeout = d
 	h := NewHandler(frameRunner{{protocol.TypeResponse, 0, responsePayload(t, 200, "ok")}}, opts)
-	s, err := Listen("127.0.0.1:0", h, ServerOptions{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second, MaxConnections: maxConns})
+	s, err := Listen("127.0.0.1:0", h, ServerOptions{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second, BodyTimeout: d, MaxConnections: maxConns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,5 +225,55 @@ func TestStalledChunkedAndMultipartBodiesGet408(t *testing.T) {
 		if err := readEOF(c); err != nil {
 			t.Fatalf("the connection stayed open after 408: %v", err)
 		}
+	}
+}
+
+// TestStalledPipelinesDoNotLockOut (issue 25 item 10): 60 connections that each send a body
+// and the first byte of the next request, at max_connections 50, are all closed by the
+// timeouts, and a normal client is answered after them; with the body bounded by http1
+// (ServerOptions) or by the handler (Options, as an HTTP/2 stream's).
+func TestStalledPipelinesDoNotLockOut(t *testing.T) {
+	const d = 300 * time.Millisecond
+	for _, inHTTP1 := range []bool{true, false} {
+		t.Run(fmt.Sprintf("http1 bounds the body: %v", inHTTP1), func(t *testing.T) {
+			h := NewHandler(frameRunner{{protocol.TypeResponse, 0, responsePayload(t, 200, "ok")}}, Options{BodyTimeout: d})
+			opts := ServerOptions{ReadHeaderTimeout: d, IdleTimeout: d, MaxConnections: 50}
+			if inHTTP1 {
+				opts.BodyTimeout = d
+			}
+			s, err := Listen("127.0.0.1:0", h, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			serve(t, s)
+			var wg sync.WaitGroup
+			var open atomic.Int64
+			for i := range 60 {
+				next := []string{"P", "POST /next HT"}[i%2] // under and over the 4 bytes awaited idle
+				c, err := net.Dial("tcp", s.Addr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = c.Close() })
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, _ = io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"+next)
+					if readEOF(c) != nil {
+						open.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			if n := open.Load(); n > 0 {
+				t.Fatalf("%d of 60 stalled connections still open after 30 s", n)
+			}
+			c := &http.Client{Timeout: 10 * time.Second}
+			resp, err := c.Get(s.URL() + "/")
+			if err != nil {
+				t.Fatalf("a normal client after them: %v", err)
+			}
+			_ = resp.Body.Close()
+		})
 	}
 }

@@ -2,7 +2,9 @@ package httpserver
 
 import (
 	"crypto/tls"
+	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -53,6 +55,14 @@ type coalesceConn struct {
 	scheduled bool      // a flusher goroutine was started and has not looked at buf yet
 	sending   bool      // a send, by a flusher or a writer, is under way
 	err       error     // the first failed send, or net.ErrClosed; every later Write returns it
+
+	// The write deadlines, which the coalescer keeps while on: its callers set one before a
+	// Write and clear it once their copy returns (net/http's WriteByteTimeout), so a deadline
+	// on the socket would not bound the send of their bytes, which comes later.
+	deadline time.Time // what callers set: for the bytes they write next
+	due      time.Time // the earliest deadline of the bytes in buf; zero: none
+	sendDue  time.Time // the deadline of the send under way (of the bytes it sends)
+	closeDue time.Time // set by drain: everything must be out by then
 }
 
 func newCoalesceConn(c net.Conn) *coalesceConn {
@@ -93,12 +103,16 @@ func (c *coalesceConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for c.err == nil && c.sending && len(c.buf) >= coalesceMax {
-		c.changed.Wait()
+		if !c.deadline.IsZero() && !time.Now().Before(c.deadline) {
+			return 0, fmt.Errorf("coalesced write: %w", os.ErrDeadlineExceeded)
+		}
+		c.waitUntil(c.deadline)
 	}
 	if c.err != nil {
 		return 0, c.err
 	}
 	c.buf = append(c.buf, p...)
+	c.due = earliest(c.due, c.deadline)
 	switch {
 	case len(c.buf) >= coalesceNow && !c.sending:
 		c.send()
@@ -118,6 +132,9 @@ func (c *coalesceConn) send() {
 	b := c.buf
 	c.buf, c.spare = c.spare[:0], nil
 	c.sending = true
+	c.sendDue = earliest(c.due, c.closeDue)
+	_ = c.Conn.SetWriteDeadline(c.sendDue)
+	c.due = time.Time{}
 	c.mu.Unlock()
 	_, err := c.Conn.Write(b)
 	c.mu.Lock()
@@ -163,7 +180,13 @@ func (c *coalesceConn) drain() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.scheduled || c.sending {
-		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.closeTimeout))
+		c.closeDue = time.Now().Add(c.closeTimeout)
+		if c.sending {
+			// The send under way keeps its bytes' own deadline if it is earlier: due now
+			// holds only the bytes written since (a scheduled send computes its own).
+			c.sendDue = earliest(c.sendDue, c.closeDue)
+			_ = c.Conn.SetWriteDeadline(c.sendDue)
+		}
 		for c.scheduled || c.sending {
 			c.changed.Wait()
 		}
@@ -185,4 +208,46 @@ func (c *coalesceConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return nil
+}
+
+// SetWriteDeadline bounds the writes that follow and, while on, the sends of their bytes.
+func (c *coalesceConn) SetWriteDeadline(t time.Time) error {
+	if !c.on.Load() {
+		return c.Conn.SetWriteDeadline(t)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deadline = t
+	return nil
+}
+
+func (c *coalesceConn) SetDeadline(t time.Time) error {
+	if !c.on.Load() {
+		return c.Conn.SetDeadline(t)
+	}
+	_ = c.SetWriteDeadline(t)
+	return c.Conn.SetReadDeadline(t)
+}
+
+// waitUntil waits for changed, or until t when it is not zero. It is called with mu held.
+func (c *coalesceConn) waitUntil(t time.Time) {
+	if t.IsZero() {
+		c.changed.Wait()
+		return
+	}
+	wake := time.AfterFunc(time.Until(t), func() {
+		c.mu.Lock()
+		c.changed.Broadcast()
+		c.mu.Unlock()
+	})
+	c.changed.Wait()
+	wake.Stop()
+}
+
+// earliest returns the earlier of two deadlines, zero being none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"strconv"
 	"sync"
@@ -360,5 +361,129 @@ func TestHTTP2AnswersCoalesced(t *testing.T) {
 			}
 			wg.Wait()
 		})
+	}
+}
+
+// TestCoalescedSendsKeepTheirWritersDeadlines: net/http's WriteByteTimeout sets a deadline
+// before each Write and clears it when the Write returns, which with coalescing is once the
+// bytes are copied. The send of those bytes, in the background, then had no deadline: to a
+// client that reads nothing it failed only at Close's closeTimeout (here an hour), and until
+// then held the connection. Now a send ends at the deadline of its bytes, and a writer waiting
+// for room at its own, whatever the sizes of the writes.
+func TestCoalescedSendsKeepTheirWritersDeadlines(t *testing.T) {
+	for _, size := range []int{1, coalesceNow - 1, coalesceNow, coalesceMax, coalesceMax + 1, 1 << 20} {
+		for _, writes := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%dx%d", writes, size), func(t *testing.T) {
+				server, client := net.Pipe() // nobody reads client
+				c := coalesceWrites(server).(*coalesceConn)
+				c.closeTimeout = time.Hour
+				t.Cleanup(func() { _ = client.Close() })
+				p := make([]byte, size)
+				for range writes {
+					_ = c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+					_, err := c.Write(p)
+					_ = c.SetWriteDeadline(time.Time{})
+					if err != nil {
+						if !errors.Is(err, os.ErrDeadlineExceeded) {
+							t.Fatalf("a write failed with %v, not its deadline", err)
+						}
+						break
+					}
+				}
+				closed := make(chan struct{})
+				go func() { _ = c.Close(); close(closed) }()
+				select {
+				case <-closed:
+				case <-time.After(20 * time.Second):
+					t.Fatal("Close still waits for a send whose deadline is long past")
+				}
+				if _, err := c.Write(p); err == nil {
+					t.Fatal("a write after Close succeeded")
+				}
+			})
+		}
+	}
+}
+
+// TestCoalescedWriterWaitsForRoomUntilItsDeadline: a writer that finds coalesceMax bytes
+// waiting behind a send that has no deadline (bytes written without one) leaves at its own.
+func TestCoalescedWriterWaitsForRoomUntilItsDeadline(t *testing.T) {
+	server, client := net.Pipe() // nobody reads client
+	c := coalesceWrites(server).(*coalesceConn)
+	t.Cleanup(func() { _ = client.Close(); _ = c.Close() })
+	if _, err := c.Write([]byte{1}); err != nil { // its send waits for good
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(20 * time.Second); ; {
+		c.mu.Lock()
+		sending := c.sending
+		c.mu.Unlock()
+		if sending {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the flusher never started its send")
+		}
+		runtime.Gosched()
+	}
+	failed := make(chan error, 1)
+	go func() {
+		p := make([]byte, coalesceMax)
+		for {
+			_ = c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+			_, err := c.Write(p)
+			_ = c.SetWriteDeadline(time.Time{})
+			if err != nil {
+				failed <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-failed:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("the write failed with %v, not its deadline", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a writer still waits for room, its deadline long past")
+	}
+}
+
+// TestCloseKeepsTheDeadlineOfASendUnderWay: Close during a send keeps that send's own write
+// deadline when it is earlier than the close's. It set the socket's deadline from the bytes
+// still buffered (none), so the send under way waited the whole close timeout: a flake of
+// TestCoalescedSendsKeepTheirWritersDeadlines on a loaded machine, where the flusher's send had
+// begun before the test's Close.
+func TestCloseKeepsTheDeadlineOfASendUnderWay(t *testing.T) {
+	server, client := net.Pipe() // nobody reads client
+	c := coalesceWrites(server).(*coalesceConn)
+	c.closeTimeout = time.Hour
+	t.Cleanup(func() { _ = client.Close() })
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second)) // long enough to find the send under way
+	if _, err := c.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetWriteDeadline(time.Time{})
+	for end := time.Now().Add(20 * time.Second); ; {
+		c.mu.Lock()
+		sending, err := c.sending, c.err
+		c.mu.Unlock()
+		if sending {
+			break
+		}
+		if err != nil {
+			t.Skip("the send failed before Close could find it under way")
+		}
+		if time.Now().After(end) {
+			t.Fatal("the flusher never started its send")
+		}
+		runtime.Gosched()
+	}
+	closed := make(chan struct{})
+	go func() { _ = c.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close waits for a send whose own deadline is long past")
 	}
 }

@@ -6,6 +6,7 @@
 package httpserver
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -80,6 +81,18 @@ type Options struct {
 	// TrustedProxies are the peers whose X-Forwarded-For, -Proto, -Host and Forwarded headers
 	// set the client address, scheme and host PHP sees (http.trusted_proxies; proxy.go).
 	TrustedProxies []netip.Prefix
+
+	// WebSocket, if set, takes over the requests it Wants (WebSocket upgrades, worker mode),
+	// with the request as PHP would see it (internal/websocket).
+	WebSocket Upgrader
+}
+
+// Upgrader takes over WebSocket upgrade requests, and answers that subscribe to its channels
+// as event streams (EventStream reports whether it took the answer); *websocket.Hub is one.
+type Upgrader interface {
+	Wants(r *http.Request) bool
+	Upgrade(w http.ResponseWriter, r *http.Request, req *protocol.Request)
+	EventStream(w http.ResponseWriter, r *http.Request, status int, headers []protocol.Field) bool
 }
 
 // Observer receives one call per finished request, for metrics.
@@ -113,6 +126,21 @@ func NewHandler(r Runner, opts Options) *Handler {
 	return h
 }
 
+// multipartChooser is a Runner that says, per request, whether the server parses multipart
+// bodies, over Options.ParseMultipart: a reload may change the workers' concurrency, and with
+// it who parses them.
+type multipartChooser interface {
+	ParseMultipart() bool
+}
+
+// parseMultipart says whether the server parses this request's multipart body itself.
+func (h *Handler) parseMultipart() bool {
+	if c, ok := h.run.(multipartChooser); ok {
+		return c.ParseMultipart()
+	}
+	return h.opts.ParseMultipart
+}
+
 // maxSpills returns how many answers may wait in temporary files before an answer that fits in
 // memory stays there: a quarter of the descriptors the process may open (RLIMIT_NOFILE), at
 // least 64.
@@ -131,9 +159,13 @@ const maxPooledBuffer = 256 << 10
 // file until a worker takes the request (nginx's client_body_buffer_size, larger).
 const memoryBody = 128 << 10
 
+// spillWrite is how much of a body goes to its temporary file in one write.
+const spillWrite = 64 << 10
+
 func (h *Handler) getBuf() *[]byte { return h.bufs.Get().(*[]byte) }
 
 func (h *Handler) putBuf(b *[]byte) {
+	worker.Poison(*b)
 	if cap(*b) <= maxPooledBuffer {
 		*b = (*b)[:0]
 		h.bufs.Put(b)
@@ -161,26 +193,35 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rw := &countingWriter{ResponseWriter: w}
 	r, bodyDone := withBodyTimeout(w, r, h.opts.BodyTimeout)
-	pid, bytesIn := h.serve(rw, r)
-	bodyDone()
-	if !timed {
-		return
-	}
-	if h.opts.Observer != nil {
-		h.opts.Observer.Request(r.Method, rw.status, time.Since(start), bytesIn, rw.bytes)
-	}
-	if access != nil {
-		logAccess(access, r, rw, start, pid, bytesIn) // accesslog.go
-	}
+	// Deferred: a request broken off (panic(http.ErrAbortHandler), its answer cut short or its
+	// client gone) is logged and counted too, one record per request (docs/operations.md).
+	returned := false
+	defer func() {
+		bodyDone()
+		if !timed {
+			return
+		}
+		if !returned && rw.status == 0 {
+			rw.status = http.StatusInternalServerError // a bug's panic, before any answer
+		}
+		if h.opts.Observer != nil {
+			h.opts.Observer.Request(r.Method, rw.status, time.Since(start), rw.bytesIn, rw.bytes)
+		}
+		if access != nil {
+			logAccess(access, r, rw, start) // accesslog.go
+		}
+	}()
+	h.serve(rw, r)
+	returned = true
 }
 
-// serve handles one request and returns the pid of the worker that ran it, if any, and the
-// size of the request body it read.
-func (h *Handler) serve(w *countingWriter, r *http.Request) (pid int, bytesIn int64) {
+// serve handles one request, and records in w the pid of the worker that ran it, if any, and
+// the size of the request body it read.
+func (h *Handler) serve(w *countingWriter, r *http.Request) {
 	if status, msg := checkRequest(r, h.opts.Limits); status != 0 {
 		w.Header().Set("Connection", "close")
 		httpError(w, status, msg)
-		return 0, 0
+		return
 	}
 	dropHeaders(r.Header)
 	var target docroot.Target
@@ -192,19 +233,19 @@ func (h *Handler) serve(w *countingWriter, r *http.Request) (pid int, bytesIn in
 		}
 		if !target.RunsPHP() {
 			root.Serve(w, r, target)
-			return 0, 0
+			return
 		}
 	}
 	if h.opts.MaxBodySize > 0 && r.ContentLength > h.opts.MaxBodySize {
 		httpError(w, http.StatusRequestEntityTooLarge, "request body larger than http.max_body_size")
-		return 0, 0
+		return
 	}
 	if r.ContentLength != 0 {
 		// Refuse before reading a body (and before net/http answers 100-continue) what would
 		// be refused after.
 		if err := h.run.Admit(); err != nil {
 			h.fail(w, r, 0, err)
-			return 0, 0
+			return
 		}
 	}
 	req := protocol.Request{Method: r.Method, Protocol: r.Proto}
@@ -235,31 +276,40 @@ func (h *Handler) serve(w *countingWriter, r *http.Request) (pid int, bytesIn in
 		}
 	}
 
-	var body requestBody
-	defer body.release(h)
+	// The request's bytes are the handler's until its call goes to the pool, then the call's.
+	st := &requestState{}
+	own := &st.own
+	own.h = h
+	defer func() {
+		if own != nil {
+			own.release()
+		}
+	}()
+	body := &own.body
 	var uploads *upload
-	if h.opts.ParseMultipart && isMultipart(r.Header.Get("Content-Type")) {
+	if h.parseMultipart() && isMultipart(r.Header.Get("Content-Type")) {
 		u, status, err := parseMultipart(r, h.opts.MaxBodySize, h.opts.Limits.MaxInputVars, h.opts.TempDir)
-		defer u.cleanup()
+		own.uploads = u
 		if err != nil {
 			if status == http.StatusRequestTimeout && r.ProtoMajor == 1 {
 				w.Header().Set("Connection", "close")
 			}
 			httpError(w, status, err.Error())
-			return 0, bytesIn
+			return
 		}
 		uploads = u
-		bytesIn = u.size
+		w.bytesIn = u.size
 		req.Form, req.Files = u.form, u.files
 	} else if r.ContentLength != 0 {
-		if status, err := body.read(h, r); err != nil {
+		status, err := body.read(h, r)
+		w.bytesIn = body.size
+		if err != nil {
 			if status == http.StatusRequestTimeout && r.ProtoMajor == 1 {
 				w.Header().Set("Connection", "close")
 			}
 			httpError(w, status, err.Error())
-			return 0, body.size
+			return
 		}
-		bytesIn = body.size
 	}
 	req.Headers = make([]protocol.Field, 0, 16)
 	req.Headers = append(req.Headers, protocol.Field{Name: "host", Value: host})
@@ -274,9 +324,13 @@ func (h *Handler) serve(w *countingWriter, r *http.Request) (pid int, bytesIn in
 	if r.ContentLength < 0 && uploads == nil {
 		req.Headers = append(req.Headers, protocol.Field{Name: "content-length", Value: strconv.FormatInt(body.size, 10)})
 	}
+	if h.opts.WebSocket != nil && h.opts.WebSocket.Wants(r) {
+		h.opts.WebSocket.Upgrade(w, r, &req)
+		return
+	}
 
 	frameBuf := h.getBuf()
-	defer h.putBuf(frameBuf)
+	own.frame = frameBuf
 	var frame []byte
 	var err error
 	if body.file != nil {
@@ -291,19 +345,30 @@ func (h *Handler) serve(w *countingWriter, r *http.Request) (pid int, bytesIn in
 		} else {
 			httpError(w, http.StatusBadRequest, "request contains a NUL byte where none is allowed")
 		}
-		return 0, bytesIn
+		return
 	}
 	*frameBuf = frame[:0]
 
-	a := &answer{w: w, r: r, h: h, bufs: &h.bufs}
+	a := &st.answer
+	a.w, a.r, a.h, a.bufs = w, r, h, &h.bufs
 	a.conn, _ = r.Context().Value(localAddrKey{}).(*localAddr)
 	defer a.release()
-	call := &worker.Call{Frame: frame, Answer: a}
+	call := &st.call
+	call.Frame, call.Answer, call.Owner = frame, a, own
 	if body.file != nil {
 		call.Body = body.file
 	}
-	pid, err = h.run.Do(r.Context(), call)
+	own = nil // the call's now: PHP may read its body after its answer, after this returns
+	pid, err := h.run.Do(r.Context(), call)
+	w.pid = pid
+	if err == nil && !a.streaming && r.Context().Err() != nil {
+		// The script ran to its end (a sequential worker is not stopped while it runs, as
+		// PHP-FPM's is not), but its client left meanwhile: there is nobody to answer.
+		err = r.Context().Err()
+	}
 	switch {
+	case err == nil && h.opts.WebSocket != nil && !a.streaming && h.opts.WebSocket.EventStream(w, r, a.status, a.headers):
+		// Held by the hub as a server-sent event stream until the client leaves.
 	case err == nil:
 		a.finish()
 	case a.streaming:
@@ -315,11 +380,11 @@ func (h *Handler) serve(w *countingWriter, r *http.Request) (pid int, bytesIn in
 	default:
 		h.fail(w, r, pid, err)
 	}
-	return pid, bytesIn
 }
 
 // fail answers a request that did not get a response from PHP: the one place where a failure
-// becomes a status.
+// becomes a status. A request whose client left gets none: fail panics with
+// http.ErrAbortHandler (ServeHTTP records it first).
 func (h *Handler) fail(w *countingWriter, r *http.Request, pid int, err error) {
 	var pe *pool.Error
 	switch {
@@ -333,15 +398,24 @@ func (h *Handler) fail(w *countingWriter, r *http.Request, pid int, err error) {
 			h.log.Warn("request refused: no PHP worker available", "method", r.Method, "path", r.URL.Path, "err", err)
 			httpError(w, pe.Status, "no PHP worker is available; try again later")
 		case http.StatusGatewayTimeout:
-			h.log.Error("request exceeded workers.exec_timeout; worker killed", "pid", pid, "method", r.Method, "path", r.URL.Path)
+			// A concurrent worker's request is cancelled and the worker kept; otherwise the
+			// worker was killed with it.
+			what := "request exceeded workers.exec_timeout; worker killed"
+			if errors.Is(err, worker.ErrCancelled) {
+				what = "request exceeded workers.exec_timeout; request cancelled, its worker serves on"
+			}
+			h.log.Error(what, "pid", pid, "method", r.Method, "path", r.URL.Path)
 			httpError(w, pe.Status, "the PHP worker did not answer in time")
 		default:
 			h.log.Error("request failed: worker failed", "pid", pid, "method", r.Method, "path", r.URL.Path, "err", err)
 			httpError(w, pe.Status, "the PHP worker failed while handling the request; see the server log")
 		}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		// The client went away while waiting: there is nobody to answer.
+		// The client went away: there is nobody to answer. 499 for the log, as nginx's, and
+		// no answer at all: the connection (or HTTP/2 stream) is broken off, as nginx closes
+		// it, rather than answered with an empty 200 (what a handler that wrote nothing gets).
 		w.status = 499
+		panic(http.ErrAbortHandler)
 	default:
 		h.log.Error("request failed", "pid", pid, "method", r.Method, "path", r.URL.Path, "err", err)
 		httpError(w, http.StatusInternalServerError, "internal error; see the server log")
@@ -411,8 +485,14 @@ func (b *requestBody) read(h *Handler, r *http.Request) (int, error) {
 	if _, err := f.Write(buf); err != nil {
 		return http.StatusInternalServerError, fmt.Errorf("cannot hold the request body: %w", err)
 	}
-	n, err := io.Copy(f, rd)
+	// A write(2) per 64 KiB, however small the reads; not through the file's ReadFrom, which
+	// bufio would hand the copy to, and which writes what each read returns.
+	spill := bufio.NewWriterSize(f, spillWrite)
+	n, err := io.Copy(struct{ io.Writer }{spill}, rd)
 	b.size += n
+	if ferr := spill.Flush(); ferr != nil && err == nil {
+		return http.StatusInternalServerError, fmt.Errorf("cannot hold the request body: %w", ferr)
+	}
 	switch {
 	case limit > 0 && b.size > limit:
 		return http.StatusRequestEntityTooLarge, errors.New("request body larger than http.max_body_size")
@@ -429,6 +509,9 @@ func (b *requestBody) read(h *Handler, r *http.Request) (int, error) {
 // readError is the answer to a failed read of a request body: 408 when it stalled past
 // http.body_timeout, 400 otherwise.
 func readError(err error) (int, error) {
+	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+		return http.StatusRequestEntityTooLarge, errors.New("request body larger than http.max_body_size")
+	}
 	if bodyTimedOut(err) {
 		return http.StatusRequestTimeout, errBodyTimeout
 	}
@@ -446,17 +529,67 @@ func (b *requestBody) check(r *http.Request) (int, error) {
 func (b *requestBody) release(h *Handler) {
 	if b.buf != nil {
 		h.putBuf(b.buf)
+		b.buf = nil
 	}
 	if b.file != nil {
+		if worker.Poisoned {
+			poisonFile(b.file, b.size)
+		}
 		_ = b.file.Close()
+		b.file = nil
 	}
 }
 
-// countingWriter records the status and the bytes written, for logs and metrics.
+// requestBytes are what a request hands PHP besides its head: the frame's buffer, the body (in
+// memory or in a temporary file) and the uploaded files. The handler owns them until it hands
+// its call to the pool; from then on the call does, and its Owner's Release is release
+// (worker.Call says when that is: once the request has ended, its answer being long sent maybe).
+type requestBytes struct {
+	h       *Handler
+	frame   *[]byte
+	body    requestBody
+	uploads *upload
+}
+
+// requestState is what handling one request allocates, in one piece: its answer, its call, and
+// the bytes the call owns from its hand-over on, which may be released after the handler
+// returned (so it lives until then).
+type requestState struct {
+	answer answer
+	call   worker.Call
+	own    requestBytes
+}
+
+// Release implements worker.Owner.
+func (b *requestBytes) Release() { b.release() }
+
+func (b *requestBytes) release() {
+	if b.frame != nil {
+		b.h.putBuf(b.frame)
+		b.frame = nil
+	}
+	b.body.release(b.h)
+	b.uploads.cleanup()
+}
+
+// poisonFile overwrites a released body's file in a poison build (worker.Poisoned), so that a
+// writer still reading it sends poison rather than failing quietly.
+func poisonFile(f *os.File, size int64) {
+	junk := make([]byte, 32<<10)
+	worker.Poison(junk)
+	for off := int64(0); off < size; off += int64(len(junk)) {
+		_, _ = f.WriteAt(junk[:min(int64(len(junk)), size-off)], off)
+	}
+}
+
+// countingWriter records, for logs and metrics, the status and the bytes written, and the
+// handler records in it the size of the request body and the worker that ran the request.
 type countingWriter struct {
 	http.ResponseWriter
-	status int
-	bytes  int64
+	status  int
+	bytes   int64
+	bytesIn int64
+	pid     int // 0: no worker ran it
 }
 
 func (c *countingWriter) WriteHeader(status int) {

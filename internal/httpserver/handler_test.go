@@ -3,17 +3,22 @@ package httpserver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/peregrinephp/peregrine/internal/pool"
 	"github.com/peregrinephp/peregrine/internal/protocol"
@@ -27,9 +32,11 @@ type runnerFunc func(ctx context.Context, frame []byte) ([]byte, error)
 func (f runnerFunc) Admit() error { return nil }
 
 func (f runnerFunc) Do(ctx context.Context, c *worker.Call) (int, error) {
+	c.Hold() // as the pool does: the call's bytes are released once it is done with them
+	defer c.Drop()
 	frame := c.Frame
 	if c.Body != nil {
-		rest, err := io.ReadAll(c.Body)
+		rest, err := io.ReadAll(io.NewSectionReader(c.Body, 0, 1<<62))
 		if err != nil {
 			return 0, err
 		}
@@ -62,6 +69,29 @@ func TestFailuresMapToStatus(t *testing.T) {
 				t.Fatalf("status %d retry-after %q", rec.Code, rec.Header().Get("Retry-After"))
 			}
 		})
+	}
+}
+
+// TestExecTimeoutLogSaysWhatHappened: past exec_timeout a concurrent worker's request is
+// cancelled and its worker serves on; the log used to say "worker killed" all the same.
+func TestExecTimeoutLogSaysWhatHappened(t *testing.T) {
+	tests := []struct {
+		err       error
+		want, not string
+	}{
+		{fmt.Errorf("%w: the worker was killed", worker.ErrExecTimeout), "worker killed", "cancelled"},
+		{fmt.Errorf("%w: %w", worker.ErrExecTimeout, worker.ErrCancelled), "request cancelled, its worker serves on", "worker killed"},
+	}
+	for _, tt := range tests {
+		var log bytes.Buffer
+		h := NewHandler(runnerFunc(func(context.Context, []byte) ([]byte, error) {
+			return nil, &pool.Error{Status: http.StatusGatewayTimeout, Err: tt.err}
+		}), Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		if rec.Code != http.StatusGatewayTimeout || !strings.Contains(log.String(), tt.want) || strings.Contains(log.String(), tt.not) {
+			t.Errorf("%v: status %d, log %q: want %q, not %q", tt.err, rec.Code, log.String(), tt.want, tt.not)
+		}
 	}
 }
 
@@ -214,13 +244,20 @@ func TestEscapeFieldName(t *testing.T) {
 	}
 }
 
+// TestFailPropagatesCancellation: a request whose client left is broken off
+// (http.ErrAbortHandler), with nothing written: not even a status, which the server would send.
 func TestFailPropagatesCancellation(t *testing.T) {
 	h := NewHandler(runnerFunc(func(context.Context, []byte) ([]byte, error) { return nil, context.Canceled }), Options{})
 	rec := httptest.NewRecorder()
+	defer func() {
+		if p := recover(); p != http.ErrAbortHandler {
+			t.Fatalf("the handler ended with %v; want http.ErrAbortHandler", p)
+		}
+		if rec.Body.Len() != 0 || rec.Flushed || len(rec.Header()) != 0 {
+			t.Fatalf("answered a client that left: %q %v", rec.Body, rec.Header())
+		}
+	}()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
-	if rec.Body.Len() != 0 {
-		t.Fatalf("answered a client that left: %q", rec.Body)
-	}
 }
 
 // A Content-Length is a claim: the body's buffer grows with the bytes that arrive, so a client
@@ -270,5 +307,137 @@ func TestBodyOfEverySizeArrivesWhole(t *testing.T) {
 		if rec.Code != 200 || !bytes.Equal(got, body) {
 			t.Errorf("%d bytes: status %d, %d bytes reached the runner intact: %v", n, rec.Code, len(got), bytes.Equal(got, body))
 		}
+	}
+}
+
+// callFunc is a Runner that hands each call to the function.
+type callFunc func(ctx context.Context, c *worker.Call) (int, error)
+
+func (f callFunc) Admit() error { return nil }
+
+func (f callFunc) Do(ctx context.Context, c *worker.Call) (int, error) {
+	c.Hold() // as the pool does
+	defer c.Drop()
+	return f(ctx, c)
+}
+
+// serveAndDial serves h on loopback until the test ends, and returns a connection to it.
+func serveAndDial(t *testing.T, h http.Handler) net.Conn {
+	t.Helper()
+	s, err := Listen("127.0.0.1:0", h, ServerOptions{ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, s)
+	c, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// records is what an Observer and an access log were told, safe to read while the server runs.
+type records struct {
+	mu       sync.Mutex
+	statuses []int // the Observer's
+	log      bytes.Buffer
+}
+
+func (o *records) Request(_ string, status int, _ time.Duration, _, _ int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.statuses = append(o.statuses, status)
+}
+
+func (o *records) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.log.Write(p)
+}
+
+// TestBrokenOffRequestsAreRecordedOnce: every request is in the access log and the metrics
+// once, its answer broken off included (review of the HTTP front, items 4 to 6): a worker that
+// failed after its answer began (before, such a request was in neither: every event stream
+// whose client left, every worker crash mid-stream), and a request whose client left (half
+// closed) while it was queued or while its script ran to its end, which is logged 499 and
+// answered with nothing, as nginx does (before: an empty 200 for the first, the answer and a
+// 200 in the log for the second). A panic of the server's own before any answer is a 500.
+func TestBrokenOffRequestsAreRecordedOnce(t *testing.T) {
+	waitLeft := func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(10 * time.Second):
+			return errors.New("the client's leaving was not seen")
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		halfClose bool
+		run       func(ctx context.Context, c *worker.Call) (int, error)
+		status    int
+		pid       int
+		answer    string // what the client gets, to the connection's end
+	}{
+		{"worker failed after the answer began", false, func(_ context.Context, c *worker.Call) (int, error) {
+			_ = c.Answer.Frame(protocol.TypeResponse, protocol.FlagMore|protocol.FlagFlush, responsePayload(t, 200, "data: 1\n\n"))
+			return 7, errors.New("worker died mid-stream")
+		}, 200, 7, "9\r\ndata: 1\n\n\r\n"},
+		{"client left while queued", true, func(ctx context.Context, c *worker.Call) (int, error) {
+			if err := waitLeft(ctx); err != nil {
+				return 0, err
+			}
+			return 0, ctx.Err() // as the pool: the request never reached a worker
+		}, 499, 0, ""},
+		{"client left while its script ran", true, func(ctx context.Context, c *worker.Call) (int, error) {
+			if err := waitLeft(ctx); err != nil {
+				return 0, err
+			}
+			// As a sequential worker: the script is not stopped, and answers.
+			return 3, c.Answer.Frame(protocol.TypeResponse, 0, responsePayload(t, 200, "the real answer"))
+		}, 499, 3, ""},
+		{"a bug's panic before any answer", false, func(context.Context, *worker.Call) (int, error) {
+			panic("a bug")
+		}, 500, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &records{}
+			h := NewHandler(callFunc(tc.run), Options{Observer: rec, AccessLog: NewAccessLog(slog.New(slog.NewJSONHandler(rec, nil)))})
+			c := serveAndDial(t, h)
+			if _, err := io.WriteString(c, "GET /events HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			if tc.halfClose {
+				_ = c.(*net.TCPConn).CloseWrite()
+			}
+			_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			got, err := io.ReadAll(c)
+			if err != nil {
+				t.Fatalf("the connection did not end: %v (read %q)", err, got)
+			}
+			switch _, body, _ := strings.Cut(string(got), "\r\n\r\n"); {
+			case tc.answer == "" && len(got) > 0:
+				t.Errorf("the client got %q; want no answer at all", got)
+			case body != tc.answer:
+				t.Errorf("the client got %q; want a head and %q, cut short", got, tc.answer)
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if !slices.Equal(rec.statuses, []int{tc.status}) {
+				t.Errorf("metrics got statuses %v; want [%d]", rec.statuses, tc.status)
+			}
+			var lines []map[string]any
+			for line := range strings.Lines(rec.log.String()) {
+				var m map[string]any
+				if err := json.Unmarshal([]byte(line), &m); err != nil {
+					t.Fatalf("access log line %q: %v", line, err)
+				}
+				lines = append(lines, m)
+			}
+			if len(lines) != 1 || lines[0]["status"] != float64(tc.status) || tc.pid != 0 && lines[0]["pid"] != float64(tc.pid) {
+				t.Errorf("access log %q; want one record, status %d, pid %d", rec.log.String(), tc.status, tc.pid)
+			}
+		})
 	}
 }

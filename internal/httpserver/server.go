@@ -21,7 +21,17 @@ import (
 type ServerOptions struct {
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
-	Logger            *slog.Logger
+	// BodyTimeout and WriteTimeout bound each read of a request body and each write of an
+	// answer on HTTP/1 connections (http.body_timeout, http.write_timeout; http1.Server);
+	// Options has them for HTTP/2 streams. 0 means no limit.
+	BodyTimeout  time.Duration
+	WriteTimeout time.Duration
+	// MaxBodySize refuses a chunk that would take a body past it before reading it
+	// (http.max_body_size); 0 means no limit.
+	MaxBodySize int64
+	// Limits bound a request head as HTTP/1 reads it: its field count and line lengths.
+	Limits Limits
+	Logger *slog.Logger
 
 	// MaxConnections caps the open client connections (http.max_connections); at the cap the
 	// listener stops accepting until one closes. 0 means MaxConnections(0, 0).
@@ -31,6 +41,10 @@ type ServerOptions struct {
 	// Without it the listener serves cleartext HTTP/1.1 and HTTP/2 with prior knowledge (h2c).
 	TLS *TLSOptions
 }
+
+// maxHeadBytes bounds a request's head, HTTP/1 (as it is read) and HTTP/2 alike: tens of
+// KiB, as nginx refuses past 32 KiB (four 8 KiB large_client_header_buffers).
+const maxHeadBytes = 64 << 10
 
 // MaxConcurrentStreams is the most HTTP/2 streams a client may have open on one connection.
 const MaxConcurrentStreams = 128
@@ -57,32 +71,45 @@ func Listen(addr string, h http.Handler, opts ServerOptions) (*Server, error) {
 		return nil, fmt.Errorf("listen on %s (http.address): %w", addr, err)
 	}
 	ln = limitListener(ln, opts.MaxConnections) // listener.go
+	ln = resetListener{ln}                      // writetimeout.go: reset after a failed write
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           withWriteTimeout(h, opts.WriteTimeout), // writetimeout.go
 		ReadHeaderTimeout: opts.ReadHeaderTimeout,
 		IdleTimeout:       opts.IdleTimeout,
-		MaxHeaderBytes:    1 << 20,
+		MaxHeaderBytes:    maxHeadBytes,
 		ConnContext:       ConnContext,
 		ErrorLog:          errorLog(log),
 		Protocols:         new(http.Protocols),
 		// nginx's http2_max_concurrent_streams; more are refused (REFUSED_STREAM), and
 		// clients open them once others end. With connAnswerMemory (answer.go) it bounds what
 		// one HTTP/2 connection that reads nothing holds.
-		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: MaxConcurrentStreams},
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: MaxConcurrentStreams,
+			// A socket nobody reads ends the connection at http.write_timeout, as http1 does;
+			// a stream the client grants no window for ends by withWriteTimeout.
+			WriteByteTimeout: opts.WriteTimeout,
+		},
 	}
 	// HTTP/1 is served by http1, which hands the connections that speak HTTP/2 to net/http:
 	// over TLS those that chose h2 by ALPN, in cleartext those that open with the preface (h2c
 	// with prior knowledge; no Upgrade: h2c).
 	s := &Server{srv: srv, ln: ln, log: log, h2: newHandoff(ln.Addr())}
+	lim := opts.Limits.withDefaults()
 	s.h1 = &http1.Server{
 		Handler:           h,
 		ReadHeaderTimeout: opts.ReadHeaderTimeout,
 		IdleTimeout:       opts.IdleTimeout,
+		BodyTimeout:       opts.BodyTimeout,
+		WriteTimeout:      opts.WriteTimeout,
+		MaxBodyBytes:      opts.MaxBodySize,
 		MaxHeaderBytes:    srv.MaxHeaderBytes,
+		MaxHeaderFields:   lim.MaxHeaderCount,
+		MaxRequestLine:    lim.MaxHeaderLine,
+		MaxFieldLine:      lim.MaxHeaderLine,
 		ConnContext:       ConnContext,
 		HandOff:           func(c net.Conn) { s.h2.hand(coalesceWrites(c)) }, // coalesce.go
 		Logger:            log,
@@ -116,7 +143,7 @@ func (s *Server) listenTLS(opts ServerOptions) error {
 		if err != nil {
 			return fmt.Errorf("listen on %s (http.tls.redirect_address): %w", a, err)
 		}
-		s.redirectLn, redirectAddr = limitListener(ln, opts.MaxConnections), ln.Addr()
+		s.redirectLn, redirectAddr = limitListener(ln, redirectCap(opts.MaxConnections)), ln.Addr()
 	}
 	conf, m, err := newTLSConfig(opts.TLS, s.ln.Addr(), redirectAddr, s.log)
 	if err != nil {
@@ -134,14 +161,28 @@ func (s *Server) listenTLS(opts ServerOptions) error {
 	if m != nil {
 		rh = m.httpChallenges(rh)
 	}
+	// The redirect reads no body, but net/http reads up to 256 KiB of one before it closes:
+	// ReadTimeout bounds that, or a stalled body held the connection for good.
 	s.redirect = &http.Server{
 		Handler:           rh,
 		ReadHeaderTimeout: opts.ReadHeaderTimeout,
+		ReadTimeout:       opts.ReadHeaderTimeout + opts.BodyTimeout,
+		WriteTimeout:      opts.WriteTimeout,
 		IdleTimeout:       opts.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          s.srv.ErrorLog,
 	}
 	return nil
+}
+
+// redirectCap is the redirect listener's cap: an eighth of the main listener's (at least 16),
+// as its connections are short, so that a flood on port 80 takes few descriptors beyond
+// MaxConnections's.
+func redirectCap(main int) int {
+	if main <= 0 {
+		main = MaxConnections(0, 0)
+	}
+	return max(16, main/8)
 }
 
 // Addr returns the address the server listens on.

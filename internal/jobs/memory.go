@@ -3,6 +3,7 @@ package jobs
 import (
 	"container/heap"
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -14,6 +15,7 @@ type Memory struct {
 	queued  []*Job          // FIFO
 	delayed dueHeap         // by Due
 	running map[uint64]*Job // by delivery number
+	started map[uint64]bool // deliveries begun (Start)
 	dead    []*Job          //
 	seq     uint64          // delivery numbers
 	wake    chan struct{}   // closed and replaced when a job becomes runnable
@@ -25,7 +27,7 @@ var _ Driver = (*Memory)(nil)
 
 // NewMemory returns an empty memory driver.
 func NewMemory() *Memory {
-	return &Memory{running: map[uint64]*Job{}, wake: make(chan struct{})}
+	return &Memory{running: map[uint64]*Job{}, started: map[uint64]bool{}, wake: make(chan struct{})}
 }
 
 // Push implements Driver.
@@ -45,7 +47,6 @@ func (m *Memory) addLocked(j *Job) {
 		m.armLocked()
 		return
 	}
-	j.Due = 0
 	m.queued = append(m.queued, j)
 	close(m.wake)
 	m.wake = make(chan struct{})
@@ -75,7 +76,6 @@ func (m *Memory) promote() {
 	moved := false
 	for len(m.delayed) > 0 && m.delayed[0].Due <= t {
 		j := heap.Pop(&m.delayed).(*Job)
-		j.Due = 0
 		m.queued = append(m.queued, j)
 		moved = true
 	}
@@ -118,7 +118,21 @@ func (m *Memory) Receive(ctx context.Context, max int) ([]*Delivery, error) {
 
 func (m *Memory) settle(d *Delivery) {
 	delete(m.running, d.ref.(uint64))
+	delete(m.started, d.ref.(uint64))
 }
+
+// Start implements Driver: this server is the only one, so the lease is never lost.
+func (m *Memory) Start(_ context.Context, d *Delivery) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.running[d.ref.(uint64)]; ok {
+		m.started[d.ref.(uint64)] = true
+	}
+	return nil
+}
+
+// Renew implements Driver: nothing to renew in this server.
+func (m *Memory) Renew(context.Context, []*Delivery) ([]*Delivery, error) { return nil, nil }
 
 // Ack implements Driver.
 func (m *Memory) Ack(_ context.Context, d *Delivery) error {
@@ -171,20 +185,69 @@ func (m *Memory) Revive(_ context.Context) (int, error) {
 	defer m.mu.Unlock()
 	n := len(m.dead)
 	for _, j := range m.dead {
-		r := *j
-		r.Attempt, r.Error, r.Due, r.Pushed = 1, "", 0, now()
-		m.addLocked(&r)
+		m.addLocked(j.revived())
 	}
 	m.dead = nil
 	return n, nil
+}
+
+// DeadLetters implements Driver.
+func (m *Memory) DeadLetters(_ context.Context, limit, maxPayload int) ([]*Job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Job, 0, min(limit, len(m.dead)))
+	for _, j := range m.dead[:min(limit, len(m.dead))] {
+		c := *j
+		c.Payload = CutPayload(c.Payload, maxPayload)
+		out = append(out, &c)
+	}
+	return out, nil
+}
+
+// DeadLetter implements Driver.
+func (m *Memory) DeadLetter(_ context.Context, id string) (*Job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i := slices.IndexFunc(m.dead, func(j *Job) bool { return j.ID == id })
+	if i < 0 {
+		return nil, ErrNoSuchJob
+	}
+	c := *m.dead[i]
+	return &c, nil
+}
+
+// ReviveOne implements Driver.
+func (m *Memory) ReviveOne(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i := slices.IndexFunc(m.dead, func(j *Job) bool { return j.ID == id })
+	if i < 0 {
+		return ErrNoSuchJob
+	}
+	m.addLocked(m.dead[i].revived())
+	m.dead = slices.Delete(m.dead, i, i+1)
+	return nil
+}
+
+// DeleteDead implements Driver.
+func (m *Memory) DeleteDead(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i := slices.IndexFunc(m.dead, func(j *Job) bool { return j.ID == id })
+	if i < 0 {
+		return ErrNoSuchJob
+	}
+	m.dead = slices.Delete(m.dead, i, i+1)
+	return nil
 }
 
 // Stats implements Driver.
 func (m *Memory) Stats(_ context.Context) (Stats, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return Stats{Queued: int64(len(m.queued)), Delayed: int64(len(m.delayed)),
-		Running: int64(len(m.running)), Dead: int64(len(m.dead))}, nil
+	return Stats{
+		Queued: int64(len(m.queued) + len(m.running) - len(m.started)), Delayed: int64(len(m.delayed)),
+		Running: int64(len(m.started)), Dead: int64(len(m.dead))}, nil
 }
 
 // Close implements Driver: the jobs still queued are lost.

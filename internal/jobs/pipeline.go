@@ -21,10 +21,13 @@ type Options struct {
 	// DeadLetter keeps jobs that failed their last attempt in the dead letters; otherwise they
 	// are dropped (and logged).
 	DeadLetter bool
-	// Timeout is the pipeline's timeout; Consume holds fewer jobs ahead when jobs take a good
-	// part of it. 0 holds MaxAhead per consumer whatever the jobs' time.
+	// Timeout is the pipeline's timeout: with ReclaimGrace, the lease of a job this server
+	// holds, which Consume renews every RenewEvery.
 	Timeout time.Duration
-	Logger  *slog.Logger
+	// Prefetch is how many jobs per consumer Consume receives ahead, to wait here (their
+	// leases renewed) for a free consumer; 0 receives a job only when a consumer is free.
+	Prefetch int
+	Logger   *slog.Logger
 }
 
 // RetryAfter is a failed attempt whose handler chose the delay before the next one (Laravel's
@@ -37,8 +40,8 @@ type RetryAfter struct {
 func (e *RetryAfter) Error() string { return e.Err.Error() }
 func (e *RetryAfter) Unwrap() error { return e.Err }
 
-// Handler runs one job. A nil error acknowledges it; any other error is a failed attempt.
-// A *RetryAfter sets the delay of the retry.
+// Handler runs one job. A nil error acknowledges it; an error wrapping ErrNotBegun gives it
+// back untried; any other error is a failed attempt. A *RetryAfter sets the delay of the retry.
 // ctx is not cancelled when consuming stops: a job that has begun runs to its end (or its
 // handler's own timeout).
 type Handler func(ctx context.Context, j *Job) error
@@ -56,8 +59,7 @@ type Pipeline struct {
 	// Counters since this server started.
 	pushed, done, failed, retried, dead atomic.Int64
 	consumers                           atomic.Int64
-	lastAge                             atomic.Int64 // queue age of the last job received, ms
-	avgRun                              atomic.Int64 // moving average of a job's time, ns
+	lastAge                             atomic.Int64 // queue age of the last job begun, ms
 }
 
 // New returns a pipeline over opts.Driver, which it owns from then on.
@@ -130,79 +132,154 @@ func (p *Pipeline) resumed() (<-chan struct{}, context.Context) {
 	return p.resume, p.pausing
 }
 
-// MaxAhead is how many jobs per consumer a pipeline may hold at once: one running, the others
-// received and waiting for it, so that one broker round trip brings several jobs and the
-// consumer never waits for the broker.
-const MaxAhead = 8
+// RenewEvery returns how often Consume renews the leases of the jobs it holds for a pipeline
+// with timeout: a quarter of the lease (timeout + ReclaimGrace), so that three renewals may be
+// late or lost before another server takes the jobs.
+func RenewEvery(timeout time.Duration) time.Duration {
+	return (timeout + ReclaimGrace) / 4
+}
 
-// Consume runs jobs with h for workers consumers until ctx is done; then it waits for the jobs
-// that have begun and returns. One fetcher receives jobs for them all, several per round trip,
-// at most MaxAhead per consumer, and fewer when jobs are slow: the jobs waiting here for a
-// consumer should wait no more than a quarter of the timeout, after which another server
-// could take them for jobs of a dead one.
+// Consume runs jobs with h on workers consumers until ctx is done; then it waits for the jobs
+// that have begun, gives back those it held and had not begun, and returns.
 func (p *Pipeline) Consume(ctx context.Context, workers int, h Handler) {
+	p.consume(ctx, workers, make(chan struct{}, workers), h)
+}
+
+// consume is Consume with the consumers' slots given: pipelines that share consumers share
+// slots (Set.Consume), so that a job begins only when a consumer is free for it.
+//
+// One fetcher receives jobs while this server holds fewer than workers × (1 + Prefetch) of
+// them; one dispatcher takes them in the order received, waits for a free slot and starts a
+// runner for each, which Starts the job, runs it and frees the slot before it settles the job
+// with the broker, so that the next job begins meanwhile. Jobs begin in the order they were
+// received: runners that each waited for a slot would race for it and reorder them. A renewer
+// keeps the lease of every job held, waiting or running.
+func (p *Pipeline) consume(ctx context.Context, workers int, slots chan struct{}, h Handler) {
 	p.consumers.Add(int64(workers))
 	defer p.consumers.Add(-int64(workers))
-	n := workers * MaxAhead
-	deliveries := make(chan *Delivery)
-	free := make(chan struct{}, n) // a token per runner that finished a job
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			for d := range deliveries {
-				p.run(context.WithoutCancel(ctx), d, h)
-				free <- struct{}{}
+	capacity := workers * (1 + max(0, p.opts.Prefetch))
+	room := make(chan struct{}, capacity) // a token per job this server may still take
+	for range capacity {
+		room <- struct{}{}
+	}
+	waiting := make(chan *Delivery, capacity) // never full: a job is received only with a token
+	held := &holding{m: map[*Delivery]struct{}{}}
+	settled := func(d *Delivery) {
+		held.remove(d)
+		room <- struct{}{}
+	}
+
+	rctx, stopRenew := context.WithCancel(context.WithoutCancel(ctx))
+	renewed := make(chan struct{})
+	go func() { defer close(renewed); p.renew(rctx, held) }()
+	var runners sync.WaitGroup
+	dispatched := make(chan struct{})
+	go func() {
+		defer close(dispatched)
+		for d := range waiting {
+			switch p.admit(ctx, d, slots) {
+			case admitted:
+				runners.Go(func() {
+					p.run(ctx, d, slots, h)
+					settled(d)
+				})
+			case givenBack:
+				// Each in a goroutine of its own: a stop gives back every job held at
+				// once, and a slow broker then costs one round trip, not one per job.
+				runners.Go(func() {
+					p.giveBack(ctx, d)
+					settled(d)
+				})
+			default:
+				settled(d)
 			}
-		})
-	}
-	p.fetch(ctx, workers, n, free, deliveries)
-	close(deliveries)
-	wg.Wait()
-}
-
-// ahead returns how many jobs the pipeline may hold for workers consumers: enough for a
-// quarter of the timeout at the average job time, between workers and n.
-func (p *Pipeline) ahead(workers, n int) int {
-	avg := time.Duration(p.avgRun.Load())
-	if avg <= 0 || p.opts.Timeout <= 0 {
-		return n
-	}
-	return min(n, workers*(1+int(min(p.opts.Timeout/4/avg, time.Duration(n)))))
-}
-
-// recordRun adds a job's time to the moving average over about 8 jobs. The first job seeds
-// it, and no update is lost: runners finish together, and an average left near zero by a
-// batch of lost updates would let the next fetch take a full batch of slow jobs.
-func (p *Pipeline) recordRun(took time.Duration) {
-	for {
-		avg := p.avgRun.Load()
-		next := int64(took)
-		if avg > 0 {
-			next = avg + (next-avg)/8
 		}
-		if p.avgRun.CompareAndSwap(avg, max(next, 1)) {
+	}()
+	p.fetch(ctx, room, waiting, held)
+	close(waiting)
+	<-dispatched
+	runners.Wait()
+	stopRenew()
+	<-renewed
+}
+
+// holding is the set of jobs a consume loop holds: received and not yet settled.
+type holding struct {
+	mu sync.Mutex
+	m  map[*Delivery]struct{}
+}
+
+func (h *holding) add(d *Delivery) {
+	h.mu.Lock()
+	h.m[d] = struct{}{}
+	h.mu.Unlock()
+}
+
+func (h *holding) remove(d *Delivery) {
+	h.mu.Lock()
+	delete(h.m, d)
+	h.mu.Unlock()
+}
+
+func (h *holding) list() []*Delivery {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]*Delivery, 0, len(h.m))
+	for d := range h.m {
+		out = append(out, d)
+	}
+	return out
+}
+
+// renew renews the leases of the jobs held every RenewEvery until ctx is done, and marks
+// those another server took as lost.
+func (p *Pipeline) renew(ctx context.Context, held *holding) {
+	every := RenewEvery(p.opts.Timeout)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ds := held.list()
+		if len(ds) == 0 {
+			continue
+		}
+		c, cancel := context.WithTimeout(ctx, every)
+		lost, err := p.opts.Driver.Renew(c, ds)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			p.log.Warn("renewing the leases of the jobs held here failed; another server takes them if this lasts", "jobs", len(ds), "err", err)
+		}
+		for _, d := range lost {
+			if !d.lost.Swap(true) {
+				p.log.Warn("another server took over a job held here (this server stalled past its lease); it will not begin here", "id", d.Job.ID)
+			}
+		}
+	}
+}
+
+// fetch receives jobs while ctx lasts and there is room for them.
+func (p *Pipeline) fetch(ctx context.Context, room chan struct{}, waiting chan<- *Delivery, held *holding) {
+	failures := 0
+	give := func(n int) {
+		for range n {
+			room <- struct{}{}
+		}
+	}
+	for ctx.Err() == nil {
+		select { // room for one job at least, then all there is
+		case <-room:
+		case <-ctx.Done():
 			return
 		}
-	}
-}
-
-// fetch receives jobs for the n runners while ctx lasts.
-func (p *Pipeline) fetch(ctx context.Context, workers, n int, free <-chan struct{}, deliveries chan<- *Delivery) {
-	failures := 0
-	idle := n // runners without a job
-	for ctx.Err() == nil {
-		for idle == 0 || n-idle >= p.ahead(workers, n) { // held enough: wait for runners to finish
-			select {
-			case <-free:
-				idle++
-			case <-ctx.Done():
-				return
-			}
-		}
+		n := 1
 		for more := true; more; {
 			select {
-			case <-free:
-				idle++
+			case <-room:
+				n++
 			default:
 				more = false
 			}
@@ -211,14 +288,20 @@ func (p *Pipeline) fetch(ctx context.Context, workers, n int, free <-chan struct
 		select {
 		case <-resumed:
 		case <-ctx.Done():
+			give(n)
 			return
 		}
 		// A Pause ends the wait for a job, so that a paused pipeline takes none.
 		rctx, cancel := context.WithCancel(ctx)
 		stop := context.AfterFunc(pausing, cancel)
-		ds, err := p.opts.Driver.Receive(rctx, min(idle, max(1, p.ahead(workers, n)-(n-idle))))
+		ds, err := p.opts.Driver.Receive(rctx, n)
 		stop()
 		cancel()
+		give(n - min(n, len(ds)))
+		for _, d := range ds {
+			held.add(d)
+			waiting <- d // runners that find the pipeline paused or stopping give it back
+		}
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, ErrClosed) {
 				return
@@ -236,36 +319,115 @@ func (p *Pipeline) fetch(ctx context.Context, workers, n int, free <-chan struct
 			continue
 		}
 		failures = 0
-		for _, d := range ds {
-			if pausing.Err() != nil || ctx.Err() != nil { // a receive a pause or the stop could not interrupt
-				if err := p.opts.Driver.Release(context.WithoutCancel(ctx), d); err != nil {
-					p.log.Error("a job received as the pipeline paused or stopped could not be given back; it will run after the timeout", "id", d.Job.ID, "err", err)
-				}
-				continue
+	}
+}
+
+// admission is what admit decided for a job held here.
+type admission int
+
+const (
+	admitted       admission = iota // it has a consumer's slot: run it
+	givenBack                       // the pipeline paused or is stopping: give it back
+	settledAlready                  // buried, or taken over by another server
+)
+
+// admit waits for a consumer's slot for a job held here and takes it; or decides that the job
+// goes back to the broker because the pipeline paused or is stopping; or buries it when its
+// server died during its last attempt, or drops it when another server took it over.
+func (p *Pipeline) admit(ctx context.Context, d *Delivery, slots chan struct{}) admission {
+	j := d.Job
+	if j.Attempt > p.opts.Retries+1 { // its server died during its last attempt
+		p.settle(context.WithoutCancel(ctx), d, fmt.Errorf("its server died during its last attempt (%s)", j.Error))
+		return settledAlready
+	}
+	for {
+		// A Pause ends the wait at once (the job goes back, not once a consumer is free); a
+		// Resume that came before this look is no pause at all: wait again.
+		_, pausing := p.resumed()
+		if ctx.Err() != nil || pausing.Err() != nil {
+			return givenBack
+		}
+		select {
+		case slots <- struct{}{}:
+			switch {
+			case ctx.Err() != nil || p.paused.Load():
+				<-slots
+				return givenBack
+			case d.lost.Load():
+				<-slots
+				return settledAlready // its new holder settles it
 			}
-			deliveries <- d // a runner is idle: it takes it at once
-			idle--
+			return admitted
+		case <-ctx.Done():
+		case <-pausing.Done():
 		}
 	}
 }
 
-// run runs one delivery and settles it with the driver.
-func (p *Pipeline) run(ctx context.Context, d *Delivery, h Handler) {
-	j := d.Job
-	p.lastAge.Store(max(0, now()-max(j.Pushed, j.Due)))
-	var err error
-	if j.Attempt > p.opts.Retries+1 {
-		err = fmt.Errorf("its server died during its last attempt (%s)", j.Error)
-	} else {
-		start := time.Now()
-		err = h(ctx, j)
-		p.recordRun(time.Since(start))
+// giveBack returns a job held here and not begun to the broker.
+func (p *Pipeline) giveBack(ctx context.Context, d *Delivery) {
+	if err := p.opts.Driver.Release(context.WithoutCancel(ctx), d); errors.Is(err, ErrLeaseLost) {
+		p.log.Warn("a job received as the pipeline paused or stopped was taken over by another server meanwhile", "id", d.Job.ID)
+	} else if err != nil {
+		p.log.Error("a job received as the pipeline paused or stopped could not be given back; it will run once its lease expires", "id", d.Job.ID, "err", err)
 	}
-	if err == nil {
-		p.done.Add(1)
-		if err := p.opts.Driver.Ack(ctx, d); err != nil {
-			p.log.Error("a job ran but could not be acknowledged; it will run again", "id", j.ID, "err", err)
+}
+
+// run begins a job admitted to a slot, runs it, frees the slot and settles the job. A job that
+// has begun is settled whatever happens: ctx's end does not stop it.
+func (p *Pipeline) run(ctx context.Context, d *Delivery, slots chan struct{}, h Handler) {
+	bg := context.WithoutCancel(ctx)
+	free := sync.OnceFunc(func() { <-slots })
+	defer free()
+	j := d.Job
+	if err := p.opts.Driver.Start(bg, d); err != nil {
+		if !errors.Is(err, ErrLeaseLost) {
+			p.log.Error("a job's start could not be recorded; it will run once its lease expires", "id", j.ID, "err", err)
 		}
+		return
+	}
+	p.lastAge.Store(max(0, now()-max(j.Pushed, j.Due)))
+	err := h(bg, j)
+	if errors.Is(err, ErrNotBegun) {
+		p.notBegun(ctx, d, err)
+		return
+	}
+	free()
+	if d.lost.Load() {
+		p.log.Warn("a job ran while another server held it (this server stalled past its lease): it may run twice", "id", j.ID)
+	}
+	p.settle(bg, d, err)
+}
+
+// notBegunPause is how long a job no consumer could take keeps its slot before it is given
+// back: the consumers are failing to boot (or stopping), and what comes next would fail too.
+const notBegunPause = time.Second
+
+// notBegun gives back a job that reached no consumer (its Start is undone: no attempt was
+// made), once notBegunPause passed or ctx ended, holding the slot meanwhile so that the
+// pipeline does not spin on jobs that cannot run.
+func (p *Pipeline) notBegun(ctx context.Context, d *Delivery, err error) {
+	p.log.Warn("no consumer could take a job; it goes back to the queue", "id", d.Job.ID, "err", err)
+	select {
+	case <-time.After(notBegunPause):
+	case <-ctx.Done():
+	}
+	p.giveBack(ctx, d)
+}
+
+// settle turns the outcome of a job's attempt into its acknowledgement, its retry or its burial.
+// The done, retried and dead counters count the settlements the broker took: not one another
+// server made first (ErrLeaseLost), nor one that failed (the job then runs again).
+func (p *Pipeline) settle(ctx context.Context, d *Delivery, err error) {
+	j := d.Job
+	if err == nil {
+		if err := p.opts.Driver.Ack(ctx, d); p.takenOver(d, err) {
+			return
+		} else if err != nil {
+			p.log.Error("a job ran but could not be acknowledged; it will run again", "id", j.ID, "err", err)
+			return
+		}
+		p.done.Add(1)
 		return
 	}
 	p.failed.Add(1)
@@ -275,29 +437,78 @@ func (p *Pipeline) run(ctx context.Context, d *Delivery, h Handler) {
 		if ra := (*RetryAfter)(nil); errors.As(err, &ra) {
 			delay = ra.Delay
 		}
-		if delay > 0 {
-			next.Due = now() + delay.Milliseconds()
+		next.Due = now() + delay.Milliseconds() // kept when due, for the queue age
+		p.log.Info("job failed; retrying", "id", j.ID, "attempt", j.Attempt, "in", delay.String(), "err", err)
+		if err := p.opts.Driver.Retry(ctx, d, next); p.takenOver(d, err) {
+			return
+		} else if err != nil {
+			p.log.Error("a failed job could not be scheduled again; it will run again once its lease expires", "id", j.ID, "err", err)
+			return
 		}
 		p.retried.Add(1)
-		p.log.Info("job failed; retrying", "id", j.ID, "attempt", j.Attempt, "in", delay.String(), "err", err)
-		if err := p.opts.Driver.Retry(ctx, d, next); err != nil {
-			p.log.Error("a failed job could not be scheduled again; it will run again after the timeout", "id", j.ID, "err", err)
-		}
+		return
+	}
+	dead := *j
+	dead.Error = err.Error()
+	dead.Died = now()
+	d.Job = &dead
+	p.log.Warn("job failed its last attempt", "id", j.ID, "attempt", j.Attempt, "dead_letter", p.opts.DeadLetter, "err", err)
+	if err := p.opts.Driver.Bury(ctx, d, p.opts.DeadLetter); p.takenOver(d, err) {
+		return
+	} else if err != nil {
+		p.log.Error("a dead job could not be moved to the dead letters", "id", j.ID, "err", err)
 		return
 	}
 	p.dead.Add(1)
-	dead := *j
-	dead.Error = err.Error()
-	d.Job = &dead
-	p.log.Warn("job failed its last attempt", "id", j.ID, "attempt", j.Attempt, "dead_letter", p.opts.DeadLetter, "err", err)
-	if err := p.opts.Driver.Bury(ctx, d, p.opts.DeadLetter); err != nil {
-		p.log.Error("a dead job could not be moved to the dead letters", "id", j.ID, "err", err)
+}
+
+// takenOver reports whether a settlement failed with ErrLeaseLost, and logs it: another server
+// took the job over while it ran here (this one stalled past its lease) and settled or began it
+// first; its settlement stands, this one changed nothing (no second retry, no second dead letter).
+func (p *Pipeline) takenOver(d *Delivery, err error) bool {
+	if !errors.Is(err, ErrLeaseLost) {
+		return false
 	}
+	p.log.Warn("a job that ran here was settled by the server that took it over (this server stalled past its lease); this outcome is dropped", "id", d.Job.ID)
+	return true
 }
 
 // Retry moves the pipeline's dead letters back to its queue and returns how many.
 func (p *Pipeline) Retry(ctx context.Context) (int, error) {
 	return p.opts.Driver.Revive(ctx)
+}
+
+// DeadLetters lists up to limit of the pipeline's dead letters, oldest first; with
+// maxPayload > 0, payloads longer than that are cut (CutPayload).
+func (p *Pipeline) DeadLetters(ctx context.Context, limit, maxPayload int) ([]*Job, error) {
+	return p.opts.Driver.DeadLetters(ctx, limit, maxPayload)
+}
+
+// DeadLetter returns the dead letter of job id, or an error wrapping ErrNoSuchJob. The broker's
+// other dead letters are read only as far as their ids.
+func (p *Pipeline) DeadLetter(ctx context.Context, id string) (*Job, error) {
+	j, err := p.opts.Driver.DeadLetter(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline %s, job %s: %w", p.opts.Name, id, err)
+	}
+	return j, nil
+}
+
+// RetryDead moves the dead letter of job id back to the queue, as a first attempt of its next
+// life.
+func (p *Pipeline) RetryDead(ctx context.Context, id string) error {
+	if err := p.opts.Driver.ReviveOne(ctx, id); err != nil {
+		return fmt.Errorf("pipeline %s, job %s: %w", p.opts.Name, id, err)
+	}
+	return nil
+}
+
+// DeleteDead removes the dead letter of job id.
+func (p *Pipeline) DeleteDead(ctx context.Context, id string) error {
+	if err := p.opts.Driver.DeleteDead(ctx, id); err != nil {
+		return fmt.Errorf("pipeline %s, job %s: %w", p.opts.Name, id, err)
+	}
+	return nil
 }
 
 // Status is a pipeline's state for peregrine jobs and the metrics.

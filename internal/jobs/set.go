@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -53,6 +54,20 @@ func (s *Set) Push(ctx context.Context, name, payload string, headers map[string
 		return "", err
 	}
 	return p.Push(ctx, payload, headers, delay)
+}
+
+// Consume runs the jobs of the pipelines called names with h on workers consumers they share,
+// until ctx is done: a job begins (and counts as an attempt) only when one of the workers is
+// free for it, whichever pipeline it comes from.
+func (s *Set) Consume(ctx context.Context, names []string, workers int, h Handler) {
+	slots := make(chan struct{}, workers)
+	var wg sync.WaitGroup
+	for _, n := range names {
+		if p := s.byName[n]; p != nil {
+			wg.Go(func() { p.consume(ctx, workers, slots, h) })
+		}
+	}
+	wg.Wait()
 }
 
 // Status returns every pipeline's status, sorted by name.

@@ -22,6 +22,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +45,23 @@ type Options struct {
 	Jobs   *jobs.Set           // nil: every push is refused as an unknown pipeline
 	Stores map[string]kv.Store // kv.stores by name
 	Logger *slog.Logger
+
+	// WebSocket, if set, serves Peregrine\WebSocket::send, publish and close (ws.* calls).
+	WebSocket WebSocket
+}
+
+// WebSocket is what the ws.* calls need of the server's connections; *websocket.Hub is one.
+type WebSocket interface {
+	Send(ctx context.Context, id string, data []byte, binary bool) error
+	Publish(ctx context.Context, channel string, data []byte) error
+	CloseConnection(ctx context.Context, id string, code int, reason string) error
+}
+
+// SetWebSocket has the socket serve the ws.* calls with ws from now on.
+func (s *Server) SetWebSocket(ws WebSocket) {
+	s.mu.Lock()
+	s.opts.WebSocket = ws
+	s.mu.Unlock()
 }
 
 // Server is a listening socket. Close stops it and ends its connections.
@@ -146,6 +164,15 @@ type Request struct {
 	Value    string            `json:"value,omitempty"`
 	TTL      float64           `json:"ttl,omitempty"` // seconds; 0 = none
 	By       int64             `json:"by,omitempty"`
+
+	// ws.send, ws.publish, ws.close: Data is the message, or Data64 it in base64 (binary
+	// data, which JSON cannot carry as it is).
+	Connection string `json:"connection,omitempty"`
+	Channel    string `json:"channel,omitempty"`
+	Data       string `json:"data,omitempty"`
+	Data64     []byte `json:"data64,omitempty"`
+	Binary     bool   `json:"binary,omitempty"`
+	Code       int    `json:"code,omitempty"`
 }
 
 // Answer is the answer to one call: Error, or what the call returns.
@@ -209,6 +236,9 @@ func (s *Server) call(req *Request) Answer {
 		}
 		return Answer{ID: id}
 	}
+	if strings.HasPrefix(req.Op, "ws.") {
+		return s.websocket(ctx, req)
+	}
 	store, ok := s.opts.Stores[req.Store]
 	if !ok {
 		return Answer{Error: fmt.Sprintf("%s: %s %q (kv.stores)", req.Op, ErrUnknownStore, req.Store)}
@@ -236,4 +266,33 @@ func (s *Server) call(req *Request) Answer {
 		return Answer{Error: fmt.Sprintf("%s on store %s: %v", req.Op, req.Store, err)}
 	}
 	return a
+}
+
+// websocket serves the ws.* calls.
+func (s *Server) websocket(ctx context.Context, req *Request) Answer {
+	s.mu.Lock()
+	ws := s.opts.WebSocket
+	s.mu.Unlock()
+	if ws == nil {
+		return Answer{Error: req.Op + ": this server holds no WebSocket connections (worker mode has them; classic mode does not)"}
+	}
+	data := []byte(req.Data)
+	if req.Data64 != nil {
+		data = req.Data64
+	}
+	var err error
+	switch req.Op {
+	case "ws.send":
+		err = ws.Send(ctx, req.Connection, data, req.Binary)
+	case "ws.publish":
+		err = ws.Publish(ctx, req.Channel, data)
+	case "ws.close":
+		err = ws.CloseConnection(ctx, req.Connection, req.Code, string(data))
+	default:
+		return Answer{Error: fmt.Sprintf("unknown call %q", req.Op)}
+	}
+	if err != nil {
+		return Answer{Error: fmt.Sprintf("%s: %v", req.Op, err)}
+	}
+	return Answer{}
 }

@@ -135,8 +135,8 @@ func TestConcurrentExecTimeoutFailsOneRequest(t *testing.T) {
 			t.Fatalf("request %d beside the slow one: %+v", i, r)
 		}
 	}
-	if r := <-slow; statusOf(r.err) != http.StatusGatewayTimeout {
-		t.Fatalf("the slow request: %+v", r)
+	if r := <-slow; statusOf(r.err) != http.StatusGatewayTimeout || !errors.Is(r.err, worker.ErrCancelled) {
+		t.Fatalf("the slow request: %+v, want 504, cancelled with its worker kept", r)
 	}
 	waitFor(t, "the cancelled request ended", func() bool { return inFlight(p) == 0 })
 	if got := obs.replaced.Load(); got != 0 {
@@ -266,5 +266,64 @@ func TestConcurrentFatalErrorIsNotAProtocolViolation(t *testing.T) {
 				t.Fatalf("after: %+v", r)
 			}
 		})
+	}
+}
+
+// spread runs clients x each requests of path?query at once and counts the answers by pid.
+func spread(t *testing.T, p *Pool, clients, each int, path, query string) map[int]int {
+	t.Helper()
+	var mu sync.Mutex
+	byPID := map[int]int{}
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				r := call(t, p, context.Background(), path, query)
+				if r.err != nil || r.status != 200 {
+					t.Errorf("%s: %+v", path, r)
+					return
+				}
+				mu.Lock()
+				byPID[r.pid]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return byPID
+}
+
+// TestConcurrentSpreadsToTheLeastLoaded: 2 workers x 50, 40 clients: both workers get a fair
+// share (one used to do all the work while the other idled: the idle list was LIFO, and a
+// concurrent worker stayed at its end until full). Then one worker is stuck in a CPU loop,
+// which holds every request of its process: the requests that come meanwhile go to the other
+// (they used to pile up on the stuck one, 504s and 502s).
+func TestConcurrentSpreadsToTheLeastLoaded(t *testing.T) {
+	p := newConcurrentPool(t, Options{Size: 2, Concurrency: 50})
+	byPID := spread(t, p, 40, 10, "/sleep", "ms=20")
+	if len(byPID) != 2 {
+		t.Fatalf("answers by pid %v: want both workers to work", byPID)
+	}
+	for pid, n := range byPID {
+		if n < 400/4 {
+			t.Fatalf("answers by pid %v: worker %d got %d of 400", byPID, pid, n)
+		}
+	}
+
+	spun := make(chan result, 1)
+	go func() { spun <- call(t, p, context.Background(), "/spin", "ms=5000&tag=spin") }()
+	waitFor(t, "the loop in flight", func() bool { return inFlight(p) == 1 })
+	// A worker counts as stalled once it sent nothing for a while (stallFloor): no timing is
+	// asserted, the loop lasts far longer.
+	time.Sleep(3 * stallFloor)
+	byPID = spread(t, p, 40, 5, "/sleep", "ms=5")
+	r := <-spun
+	if r.err != nil || r.status != 200 {
+		t.Fatalf("the loop: %+v", r)
+	}
+	if n := byPID[r.pid]; n > 200/10 {
+		t.Fatalf("answers by pid %v: %d of 200 went to worker %d, stuck in a loop", byPID, n, r.pid)
 	}
 }

@@ -2,7 +2,8 @@
 // keeps the ones that find none waiting in a bounded queue, lets a request that receives a
 // worker take waiting requests along in one write (batching), and supervises the processes:
 // restart with backoff after a crash, recycling on max_jobs, max_memory and exec_timeout,
-// one-at-a-time replacement on Reset, and a draining Stop. It does not speak HTTP and does not
+// one-at-a-time replacement on Reset (in direct mode, the old workers draining in the
+// background), and a draining Stop. It does not speak HTTP and does not
 // encode requests: it moves worker.Calls, and says in an *Error which HTTP status a failure
 // deserves.
 //
@@ -10,14 +11,16 @@
 // worker.Template among them (workers.fork) they are forked from it, and Reset renews the
 // template before it replaces the first worker. The template belongs to whoever created it.
 //
-// The goroutine of the request that gets a worker runs the exchange itself (worker.Exec), as
-// net/http runs a handler on its connection's goroutine: a request that finds a worker free
-// crosses no goroutine at all, and one that waits is woken once. What became of each request of
-// a batch is what the worker said (worker.Outcome): the pool retries the unread ones and fails
-// the ones PHP may have begun, and never does index arithmetic to guess. A slot is busy until
-// its last request ended (DONE), not merely answered, so work PHP does after answering
-// (fastcgi_finish_request()) is never overlapped with the next request. A supervisor goroutine per slot
-// does the slow parts: booting, stopping and replacing processes.
+// The goroutine of the request that gets a worker runs the exchange itself (worker.Exchange.Run,
+// one path at every concurrency), as net/http runs a handler on its connection's goroutine: a
+// request that finds a worker free crosses no goroutine at all at concurrency 1, and one that
+// waits is woken once. What became of each request of a batch is what the worker said
+// (worker.Outcome): the pool retries the unread ones and fails the ones PHP may have begun, and
+// never does index arithmetic to guess. A slot has room for workers.concurrency requests (at 1,
+// one batch) and gets each back when it ended (DONE), not merely answered, so work PHP does after
+// answering (fastcgi_finish_request()) is never overlapped with the next request at concurrency
+// 1. A supervisor goroutine per slot does the slow parts: booting, stopping and replacing
+// processes.
 //
 // Every slot lives by one state machine, guarded by Pool.mu:
 //
@@ -29,6 +32,19 @@
 //	backoff          stopping <───────────────────────┘
 //	  ^                  │ process gone
 //	  └──────────────────┴──> starting (a fresh worker), or the slot ends on Stop
+//
+// A Reset boots the new worker beside the old one (the slot stays ready or busy meanwhile) and
+// puts it in the slot as ready. Proxied (the slot's "Reset" above), the old worker goes through
+// stopping first: it ends its requests and gets stop_timeout to exit. In direct mode
+// (Options.SelfRetiring), where the workers serve their own connections, the old one leaves
+// the slot at once and drains beside it, as a worker of no slot:
+//
+//	ready (old) ── Reset, new worker booted ──> ready (new)      old: draining ──> gone
+//	                                                               (its own limits; Stop's budget)
+//
+// Reset then goes on to the next slot without waiting, and returns once every old worker has
+// exited, so that a reset with idle connections on N workers takes one drain, not N. The next
+// Reset ends what is left of them after stop_timeout (cutDrains).
 package pool
 
 import (
@@ -37,6 +53,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,7 +72,11 @@ type Options struct {
 	AllocateTimeout time.Duration  // how long a request may wait for a worker; 0 = no limit
 	MaxQueue        int            // requests allowed to wait at once; 0 = no limit
 	StopTimeout     time.Duration  // how long a busy worker may finish when it is replaced
-	Logger          *slog.Logger
+	// SelfRetiring says the workers serve clients without the pool (direct mode) and leave by
+	// themselves after their max_jobs or max_memory: an idle worker's clean exit is then a
+	// retirement, replaced at once, not a crash that counts towards backoff.
+	SelfRetiring bool
+	Logger       *slog.Logger
 	// Observer, if set, is told about events for metrics.
 	Observer Observer
 }
@@ -159,6 +180,7 @@ type Pool struct {
 	stopped  chan struct{} // closed by Stop: supervisors wind down
 	stopCtx  context.Context
 	slots    []*slot
+	drains   []*drain // old workers draining after a reset in direct mode (slot.go)
 
 	resetMu sync.Mutex // one Reset at a time, whoever asks (SIGHUP, admin, watch)
 
@@ -259,11 +281,18 @@ func (p *Pool) Start(ctx context.Context) error {
 }
 
 // Do runs call on the next free worker and returns the pid of the worker that answered or
-// failed. While the request waits, cancelling ctx or allocate_timeout takes it out of the queue
+// failed. call.Owner's Release is called once no worker reads call's Frame or Body any more:
+// before Do returns, or after it, when the answer was complete while PHP still read the request
+// (its work after fastcgi_finish_request()); the caller must not touch them after Do is called. While the request waits, cancelling ctx or allocate_timeout takes it out of the queue
 // before it reaches PHP (ctx's error, or an *Error); once a worker has it, the answer goes to
 // call.Answer and exec_timeout bounds it. A failure is an *Error, except ctx's own error for a
 // request whose client left before it reached PHP.
 func (p *Pool) Do(ctx context.Context, call *worker.Call) (pid int, err error) {
+	// The pool holds the call's bytes while it has the call, across every exchange it is
+	// written in (one that was not read is written again); the exchanges hold them past Do's
+	// return when PHP still reads them (worker.Call says who owns a request's bytes).
+	call.Hold()
+	defer call.Drop()
 	w := &waiter{ctx: ctx, call: call, enqueued: time.Now()}
 	p.mu.Lock()
 	switch n := len(p.idle); {
@@ -274,8 +303,8 @@ func (p *Pool) Do(ctx context.Context, call *worker.Call) (pid int, err error) {
 		p.mu.Unlock()
 		return 0, unavailable(ErrNoWorker)
 	case n > 0 && p.waiting == 0:
-		s := p.idle[n-1]
-		p.grantLocked(s)
+		s := p.pickLocked()
+		p.grantLocked(s, 1)
 		w.state = running
 		p.mu.Unlock()
 		p.obs.Waited(0)
@@ -370,29 +399,33 @@ func (p *Pool) enqueueLocked(w *waiter) {
 	p.waiting++
 }
 
-// requeueLocked puts waiters whose request never reached PHP back at the front of the queue, in
-// order.
-func (p *Pool) requeueLocked(ws []*waiter) {
-	if len(ws) == 0 {
-		return
+// requeueLocked puts a waiter whose request never reached PHP back in the queue: behind after
+// when that one still waits at the front, else first.
+func (p *Pool) requeueLocked(w *waiter, after *waiter) {
+	if w.ready == nil {
+		w.ready = make(chan struct{}, 1)
 	}
-	for _, w := range ws {
-		if w.ready == nil {
-			w.ready = make(chan struct{}, 1)
-		}
-		w.state = queued
-	}
+	w.state = queued
 	if p.stopping {
-		for _, w := range ws {
-			p.finishLocked(w, 0, unavailable(ErrStopped))
-		}
+		p.finishLocked(w, 0, unavailable(ErrStopped))
 		return
 	}
-	front := make([]*waiter, 0, len(ws)+len(p.queue)-p.head)
-	front = append(front, ws...)
-	p.queue = append(front, p.queue[p.head:]...)
-	p.head = 0
-	p.waiting += len(ws)
+	at := p.head
+	if after != nil && after.state == queued {
+		for i := p.head; i < len(p.queue); i++ {
+			if p.queue[i] == after {
+				at = i + 1
+				break
+			}
+		}
+	}
+	if at == p.head && p.head > 0 {
+		p.head--
+		p.queue[p.head] = w
+	} else {
+		p.queue = slices.Insert(p.queue, at, w)
+	}
+	p.waiting++
 }
 
 // finishLocked gives w its result and wakes its goroutine, unless it is the goroutine running
@@ -410,9 +443,9 @@ func (p *Pool) finishLocked(w *waiter, pid int, err error) {
 // first waiter, with a batch that holds at least that waiter: a grant is never empty.
 func (p *Pool) dispatchLocked() {
 	for len(p.idle) > 0 && p.waiting > 0 {
-		s := p.idle[len(p.idle)-1]
+		s := p.pickLocked()
 		batch := p.takeLocked(s)
-		p.grantLocked(s)
+		p.grantLocked(s, len(batch))
 		first := batch[0]
 		first.state, first.slot, first.batch = running, s, batch
 		first.ready <- struct{}{}
@@ -425,7 +458,7 @@ func (p *Pool) dispatchLocked() {
 func (p *Pool) takeLocked(s *slot) []*waiter {
 	n := (p.waiting + len(p.slots) - 1) / len(p.slots)
 	n = min(n, maxBatch, p.jobLimitLocked(s))
-	if s.mux != nil {
+	if p.concurrency() > 1 {
 		n = 1 // a concurrent worker takes each request as it comes: no batch to wait for
 	}
 	if avg := p.avgExec.Load(); avg > 0 {
@@ -465,19 +498,19 @@ func (p *Pool) takeLocked(s *slot) []*waiter {
 	return batch
 }
 
-// run executes a batch on slot s, from the goroutine of its first waiter, and releases the slot.
-// It reports whether that first waiter must wait again: its request never reached PHP. Once the
-// first waiter's answer is complete while the worker still works (after
-// fastcgi_finish_request(), or on the rest of the batch), that goroutine returns to its client
-// and another one sees the exchange through.
+// run runs a batch on slot s, from the goroutine of its first waiter, over the slot's
+// exchange: one path for every concurrency (at 1 a batch of waiting requests in one write, above
+// 1 one request). It reports whether that first waiter must wait again: its request never
+// reached PHP. Each other request of the batch gets its result as soon as its outcome is known
+// (settled); the first returns as soon as its own is, even while the worker still works (after
+// fastcgi_finish_request(), on the rest of the batch). The slot's capacity comes back request by
+// request as the worker says they ended (ended).
 func (p *Pool) run(s *slot, batch []*waiter) (retry bool) {
-	if s.mux != nil {
-		return p.runConcurrent(s, batch[0])
-	}
 	self := batch[0]
 	// Requests whose client left before they reached PHP are dropped here.
 	live := make([]*waiter, 0, len(batch))
 	p.mu.Lock()
+	x, pid := s.x, s.w.PID() // the slot may hold another worker by the time they end
 	for _, w := range batch {
 		if err := w.ctx.Err(); err != nil {
 			p.finishLocked(w, 0, err)
@@ -486,11 +519,12 @@ func (p *Pool) run(s *slot, batch []*waiter) (retry bool) {
 		live = append(live, w)
 	}
 	p.mu.Unlock()
+	for range len(batch) - len(live) {
+		p.ended(s, x, nil) // never written
+	}
 	if len(live) == 0 {
-		p.release(s, 0, nil, nil)
 		return false
 	}
-	w := s.w
 	calls := make([]*worker.Call, len(live))
 	lead := -1
 	for i, l := range live {
@@ -499,57 +533,51 @@ func (p *Pool) run(s *slot, batch []*waiter) (retry bool) {
 			lead = i
 		}
 	}
-	// Each request of a batch goes back to its client as soon as it is answered.
-	answered := func(i int) {
-		if live[i] != self {
-			p.mu.Lock()
-			p.finishLocked(live[i], w.PID(), nil)
-			p.mu.Unlock()
+	// Each request is settled as soon as its outcome is known, before the slot's capacity comes
+	// back: one to run again is back in the queue first.
+	var requeued *waiter // the last of the batch put back, which the next goes behind
+	settled := func(i int) {
+		l := live[i]
+		if l == self && l.call.Outcome != worker.Unread {
+			return // its own goroutine reads it when Run returns, without the lock
 		}
+		p.mu.Lock()
+		if p.settleLocked(l, pid, requeued) {
+			requeued = l
+		}
+		p.mu.Unlock()
 	}
 	start := time.Now()
-	done, err := w.Exec(p.life, calls, p.o().ExecTimeout, lead, answered)
-	if !done {
-		self.pid = w.PID()
-		go func() {
-			err := w.Finish(answered)
-			p.settle(s, w, live, nil, start, err) // self has returned to its client: not its own any more
-		}()
+	x.Run(self.ctx, calls, p.o().ExecTimeout, lead, settled)
+	if lead < 0 {
 		return false
 	}
-	return p.settle(s, w, live, self, start, err)
+	switch self.call.Outcome {
+	case worker.Answered:
+		p.recordExec(time.Since(start))
+		self.pid = pid
+	case worker.Failed:
+		self.pid, self.err = pid, callError(self)
+	case worker.Unread:
+		return true // settled put it back in the queue
+	}
+	return false
 }
 
-// settle gives every request of a finished exchange its result by the outcome the worker
-// reported, puts the unread ones back at the front of the queue and releases the slot. It
-// reports whether self was unread. self is nil when the exchange ended after self's goroutine
-// returned to its client (an answered lead never waits again, and its fields are its own).
-func (p *Pool) settle(s *slot, w *worker.Worker, live []*waiter, self *waiter, start time.Time, fate error) (retry bool) {
-	var requeue []*waiter
-	answered := 0
-	p.mu.Lock()
-	for _, l := range live {
-		switch l.call.Outcome {
-		case worker.Answered:
-			answered++
-			if l == self {
-				self.pid = w.PID()
-			}
-		case worker.Failed:
-			p.finishLocked(l, w.PID(), callError(l))
-		case worker.Unread:
-			requeue = append(requeue, l)
-			if l == self {
-				retry = true
-			}
-		}
+// settleLocked gives w its result by the outcome the worker reported: answered or failed, or,
+// unread, back in the queue (true): at its front, or behind after, a request of its batch put
+// back before it that still waits there, so that a batch goes back in its order.
+func (p *Pool) settleLocked(w *waiter, pid int, after *waiter) (requeued bool) {
+	switch w.call.Outcome {
+	case worker.Answered:
+		p.finishLocked(w, pid, nil)
+	case worker.Failed:
+		p.finishLocked(w, pid, callError(w))
+	case worker.Unread:
+		p.requeueLocked(w, after)
+		return true
 	}
-	p.mu.Unlock()
-	if answered > 0 {
-		p.recordExec(time.Since(start) / time.Duration(answered))
-	}
-	p.release(s, answered, fate, requeue)
-	return retry
+	return false
 }
 
 // callError is what a failed call's client gets: its own context's error when it left while PHP
@@ -571,14 +599,36 @@ func (p *Pool) recordExec(perRequest time.Duration) {
 // others serve, then the old one finishes what it has and stops. A worker whose replacement
 // fails to boot keeps serving, and the error says why. With workers forked from a template, the
 // template is renewed first, so that the new workers see new code; if the new template cannot
-// start, no worker is replaced. It returns when all are done, or when ctx is done.
+// start, no worker is replaced. In direct mode (Options.SelfRetiring) each old worker drains in
+// the background while the next slot is replaced. It returns when all are done (every old
+// worker gone), or when ctx is done. The next Reset gives the drains still running
+// stop_timeout, then kills them, so that old workers never pile up and a slow client of an old
+// worker holds back no later reset for longer than that.
 func (p *Pool) Reset(ctx context.Context) error {
+	errs, err := p.replaceAll(ctx)
+	if err != nil {
+		return err
+	}
+	// Outside resetMu: a client that trickles an upload to a draining worker holds back this
+	// call, never the next Reset, which cuts what is left of this one's drains (cutDrains).
+	if err := p.awaitDrains(ctx); err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
+
+// replaceAll is Reset's work under resetMu: an earlier reset's drains cut, the template
+// renewed, each slot's worker replaced.
+func (p *Pool) replaceAll(ctx context.Context) ([]error, error) {
 	p.resetMu.Lock()
 	defer p.resetMu.Unlock()
+	if err := p.cutDrains(ctx); err != nil {
+		return nil, err
+	}
 	if t := p.o().Worker.Template; t != nil {
 		if err := t.Renew(ctx); err != nil {
 			p.log.Error("workers not replaced: the new worker template failed to start", "err", err)
-			return fmt.Errorf("renew the worker template: %w", err)
+			return nil, fmt.Errorf("renew the worker template: %w", err)
 		}
 	}
 	var errs []error
@@ -587,9 +637,9 @@ func (p *Pool) Reset(ctx context.Context) error {
 		select {
 		case s.ctl <- ctlMsg{ctx: ctx, reply: reply}:
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-p.stopped:
-			return ErrStopped
+			return nil, ErrStopped
 		}
 		select {
 		case err := <-reply:
@@ -597,10 +647,10 @@ func (p *Pool) Reset(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
-	return errors.Join(errs...)
+	return errs, nil
 }
 
 // Stop refuses new requests, fails the ones still waiting, lets every busy worker finish its
@@ -633,7 +683,8 @@ func (p *Pool) Stop(ctx context.Context) {
 	p.kill()
 }
 
-// Ready reports how many workers are ready or busy (not starting, backing off or stopping).
+// Ready reports how many workers are ready or busy (not starting, backing off, stopping or
+// draining).
 func (p *Pool) Ready() int {
 	n := 0
 	for _, st := range p.Workers() {

@@ -476,3 +476,194 @@ func TestSetOptions(t *testing.T) {
 		t.Errorf("a refused SetOptions changed the options: max_jobs %d", p.o().MaxJobs)
 	}
 }
+
+// TestRequeueKeepsABatchInOrder: the requests of a batch that the worker did not read go back
+// to the front of the queue one by one, as their outcomes are known, and end up in the batch's
+// order, before those that were waiting; one whose predecessor was taken meanwhile goes first.
+func TestRequeueKeepsABatchInOrder(t *testing.T) {
+	p := New(Options{})
+	waiting := &waiter{}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.enqueueLocked(waiting)
+	take := func() *waiter { // a worker takes the first
+		w := p.queue[p.head]
+		p.queue[p.head] = nil
+		p.head++
+		p.waiting--
+		w.state = member
+		return w
+	}
+	a, b, c := &waiter{}, &waiter{}, &waiter{}
+	p.requeueLocked(a, nil)
+	p.requeueLocked(b, a)
+	p.requeueLocked(c, b)
+	if got := p.queue[p.head:]; !slices.Equal(got, []*waiter{a, b, c, waiting}) || p.waiting != 4 {
+		t.Fatalf("queue %v (a %p b %p c %p waiting %p), %d waiting", got, a, b, c, waiting, p.waiting)
+	}
+	take()
+	take()
+	d, e := &waiter{}, &waiter{}
+	p.requeueLocked(d, nil)
+	take() // d, before e comes back behind it
+	p.requeueLocked(e, d)
+	if got := p.queue[p.head:]; !slices.Equal(got, []*waiter{e, c, waiting}) {
+		t.Fatalf("after d was taken: queue %v", got)
+	}
+}
+
+// TestDirectResetDrainsInTheBackground: in direct mode (SelfRetiring) a reset puts each new
+// worker in its slot as soon as it has booted and lets the old one drain beside it, listed as
+// draining: every slot serves a new worker while the old ones still run, and an old worker
+// that takes longer than stop_timeout to exit is not killed (it leaves its mark). Reset
+// returns once they are gone.
+func TestDirectResetDrainsInTheBackground(t *testing.T) {
+	script, err := filepath.Abs("../../testdata/workers/slow-exit.php")
+	if err != nil {
+		t.Fatal(err)
+	}
+	marks := t.TempDir()
+	p := startPool(t, Options{Size: 2, SelfRetiring: true, StopTimeout: 100 * time.Millisecond, Worker: worker.Options{
+		Argv:        []string{"php", script},
+		Env:         append(os.Environ(), "PEREGRINE_PROTOCOL=3", "SLOW_EXIT_MS=1500", "EXIT_MARK_DIR="+marks),
+		BootTimeout: 30 * time.Second,
+	}})
+	old := map[int]bool{}
+	for _, w := range p.Workers() {
+		old[w.PID] = true
+	}
+	reset := make(chan error, 1)
+	go func() { reset <- p.Reset(context.Background()) }()
+	waitFor(t, "every slot serves a new worker", func() bool {
+		n := 0
+		for _, w := range p.Workers() {
+			if w.State == StateReady && !old[w.PID] {
+				n++
+			}
+		}
+		return n == 2
+	})
+	// Both old workers are still draining: the second slot was not replaced after the first
+	// one's exit.
+	draining := 0
+	for _, w := range p.Workers() {
+		if w.State == StateDraining && old[w.PID] {
+			draining++
+		}
+	}
+	if draining != 2 {
+		t.Errorf("old workers draining once every slot has a new one: %d, want 2 (%+v)", draining, p.Workers())
+	}
+	if err := <-reset; err != nil {
+		t.Fatal(err)
+	}
+	for pid := range old {
+		if _, err := os.Stat(filepath.Join(marks, strconv.Itoa(pid))); err != nil {
+			t.Errorf("old worker %d did not drain to its end (killed at stop_timeout?): %v", pid, err)
+		}
+	}
+	for _, w := range p.Workers() {
+		if old[w.PID] || w.State != StateReady {
+			t.Errorf("after the reset: %+v", w)
+		}
+	}
+}
+
+// TestResetCutsAnEarlierResetsDrains (a review's finding): old workers that drain for long (a
+// client trickling an upload) hold back the reset that made them, not the next one: it gives
+// them stop_timeout, then kills them, and replaces the workers. Before, it waited for the
+// drains to end, however long.
+func TestResetCutsAnEarlierResetsDrains(t *testing.T) {
+	script, err := filepath.Abs("../../testdata/workers/slow-exit.php")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPool(t, Options{Size: 2, SelfRetiring: true, StopTimeout: 300 * time.Millisecond, Worker: worker.Options{
+		Argv:        []string{"php", script},
+		Env:         append(os.Environ(), "PEREGRINE_PROTOCOL=3", "SLOW_EXIT_MS=600000", "EXIT_MARK_DIR="+t.TempDir()),
+		BootTimeout: 30 * time.Second,
+	}})
+	first := map[int]bool{}
+	for _, w := range p.Workers() {
+		first[w.PID] = true
+	}
+	reset := make(chan error, 1)
+	go func() { reset <- p.Reset(context.Background()) }()
+	waitFor(t, "both first workers draining", func() bool {
+		n := 0
+		for _, w := range p.Workers() {
+			if w.State == StateDraining && first[w.PID] {
+				n++
+			}
+		}
+		return n == 2
+	})
+	second := map[int]bool{}
+	for _, w := range p.Workers() {
+		if !first[w.PID] {
+			second[w.PID] = true
+		}
+	}
+	go func() { _ = p.Reset(context.Background()) }() // returns once its own drains (ten minutes) end: at Stop
+	waitFor(t, "the second reset's workers serving, the first's gone", func() bool {
+		n := 0
+		for _, w := range p.Workers() {
+			if first[w.PID] {
+				return false
+			}
+			if w.State == StateReady && !second[w.PID] {
+				n++
+			}
+		}
+		return n == 2
+	})
+	if err := <-reset; err != nil {
+		t.Errorf("the first reset, whose drains the second cut: %v", err)
+	}
+	for pid := range first {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("old worker %d still runs: %v", pid, err)
+		}
+	}
+}
+
+// TestStopEndsDrainsAtItsBudget: an old worker still draining after a direct-mode reset is
+// killed when Stop's budget ends, as the slots' workers are; Stop does not wait for its drain.
+func TestStopEndsDrainsAtItsBudget(t *testing.T) {
+	script, err := filepath.Abs("../../testdata/workers/slow-exit.php")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(Options{Size: 1, SelfRetiring: true, Worker: worker.Options{
+		Argv:        []string{"php", script},
+		Env:         append(os.Environ(), "PEREGRINE_PROTOCOL=3", "SLOW_EXIT_MS=60000", "EXIT_MARK_DIR="+t.TempDir()),
+		BootTimeout: 30 * time.Second,
+	}})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	old := p.Workers()[0].PID
+	ctx, cancel := context.WithCancel(context.Background())
+	reset := make(chan error, 1)
+	go func() { reset <- p.Reset(ctx) }()
+	waitFor(t, "the old worker drains", func() bool {
+		ws := p.Workers()
+		return len(ws) == 2 && ws[1].PID == old && ws[1].State == StateDraining
+	})
+	cancel()
+	if err := <-reset; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Reset whose ctx ended while a worker drained: %v", err)
+	}
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer stopCancel()
+	stopped := make(chan struct{})
+	go func() { p.Stop(stopCtx); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Stop waited for the drain past its budget")
+	}
+	if err := syscall.Kill(old, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the draining worker %d outlived Stop: %v", old, err)
+	}
+}

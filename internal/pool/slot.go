@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/peregrinephp/peregrine/internal/worker"
@@ -20,6 +21,10 @@ const (
 	StateBusy     State = "busy"
 	StateBackoff  State = "backoff"
 	StateStopping State = "stopping"
+	// StateDraining is an old worker a reset took out of its slot in direct mode
+	// (Options.SelfRetiring): a new worker serves the slot already, and the old one finishes
+	// what it serves before it exits. Workers lists it after the slots.
+	StateDraining State = "draining"
 )
 
 // A retirement is why a busy slot's worker must go, sent by the request goroutine that releases
@@ -49,10 +54,9 @@ type slot struct {
 	started   time.Time
 	failing   bool // its last boot failed: no worker since
 
-	// A concurrent worker (workers.concurrency > 1) runs requests through its Mux.
-	mux      *worker.Mux
-	inflight int         // its requests not yet ended (DONE)
-	retiring *retirement // why it must go once inflight is 0
+	x        *worker.Exchange // the worker's: every request runs through it
+	inflight int              // its requests granted and not yet ended (DONE), a batch's each
+	retiring *retirement      // why it must go once inflight is 0
 }
 
 // WorkerInfo describes one worker slot at a moment.
@@ -66,13 +70,17 @@ type WorkerInfo struct {
 	BusySince time.Time `json:"busy_since,omitzero"`
 	// InFlight is how many requests a concurrent worker runs now.
 	InFlight int `json:"in_flight,omitempty"`
+	// Group names the pool a worker belongs to where a listing merges several (the daemon's
+	// WebSocket event workers of direct mode: "websocket"); empty for the server's own workers.
+	Group string `json:"group,omitempty"`
 }
 
-// Workers returns a snapshot of every slot.
+// Workers returns a snapshot of every slot, then of the old workers still draining after a
+// reset in direct mode (StateDraining, with the slot they left).
 func (p *Pool) Workers() []WorkerInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]WorkerInfo, 0, len(p.slots))
+	out := make([]WorkerInfo, 0, len(p.slots)+len(p.drains))
 	for _, s := range p.slots {
 		info := WorkerInfo{Slot: s.id, State: s.state, Requests: int64(s.jobs)}
 		if s.w != nil {
@@ -81,8 +89,13 @@ func (p *Pool) Workers() []WorkerInfo {
 		if s.state == StateBusy {
 			info.BusySince = s.busySince
 		}
-		info.InFlight = s.inflight
+		if p.concurrency() > 1 {
+			info.InFlight = s.inflight
+		}
 		out = append(out, info)
+	}
+	for _, d := range p.drains {
+		out = append(out, WorkerInfo{Slot: d.slot, PID: d.w.PID(), State: StateDraining, Requests: int64(d.jobs), Started: d.w.Started()})
 	}
 	return out
 }
@@ -101,22 +114,55 @@ func (p *Pool) markBusyLocked(s *slot) {
 	s.busySince = time.Now()
 }
 
-// grantLocked gives one request to s, the last slot of the idle list: the slot is busy, and it
-// leaves the list unless it is a concurrent worker with room for another request.
-func (p *Pool) grantLocked(s *slot) {
-	if s.mux == nil {
-		p.idle = p.idle[:len(p.idle)-1]
-		p.markBusyLocked(s)
-		return
+// stallFloor is the least time a concurrent worker with requests in flight may send nothing
+// before the pool counts it as stalled (pickLocked); the bar is higher when requests take long.
+const stallFloor = 100 * time.Millisecond
+
+// pickLocked returns the ready slot the next request goes to (the idle list is not empty). A
+// sequential worker takes one request at a time: the most recently used one, whose process is
+// warmest. Concurrent workers share the load: the least loaded one gets it, but one that has
+// requests in flight and sent nothing for a while (stallFloor, or four times the average request
+// time) gets it only when all are so: a request stuck in a CPU loop holds every fiber of its
+// process, and what is sent there waits with it.
+func (p *Pool) pickLocked() *slot {
+	s := p.idle[len(p.idle)-1]
+	if p.concurrency() == 1 || len(p.idle) == 1 {
+		return s
 	}
+	now := time.Now()
+	stall := max(stallFloor, 4*time.Duration(p.avgExec.Load()))
+	var best *slot
+	bestStalled := false
+	for _, c := range p.idle {
+		stalled := c.inflight > 0 && now.Sub(latest(c.busySince, c.x.LastFrame())) > stall
+		if best == nil || bestStalled && !stalled || stalled == bestStalled && c.inflight < best.inflight {
+			best, bestStalled = c, stalled
+		}
+	}
+	return best
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// grantLocked gives n requests (a batch at concurrency 1, else one) to s, a slot of the idle
+// list (pickLocked's): the slot is busy, and it leaves the list unless it has room for more.
+func (p *Pool) grantLocked(s *slot, n int) {
 	if s.inflight == 0 {
 		p.markBusyLocked(s)
 	}
-	s.inflight++
-	if s.inflight >= p.o().Concurrency {
-		p.idle = p.idle[:len(p.idle)-1]
+	s.inflight += n
+	if s.inflight >= p.concurrency() {
+		p.unidleLocked(s)
 	}
 }
+
+// concurrency is how many requests one worker runs at once (workers.concurrency, at least 1).
+func (p *Pool) concurrency() int { return max(p.o().Concurrency, 1) }
 
 // jobLimitLocked is how many more requests the slot's worker may take before max_jobs.
 func (p *Pool) jobLimitLocked(s *slot) int {
@@ -132,47 +178,69 @@ func (p *Pool) publish(s *slot, w *worker.Worker) {
 	defer p.mu.Unlock()
 	s.w, s.jobs, s.want, s.started = w, 0, "", w.Started()
 	s.state, s.failing = StateReady, false
-	s.mux, s.inflight, s.retiring = nil, 0, nil
-	if p.o().Concurrency > 1 {
-		var m *worker.Mux
-		m = worker.NewMux(p.life, w, cancelGrace, func(fate error) { p.ended(s, m, fate) })
-		s.mux = m
-	}
+	s.inflight, s.retiring = 0, nil
+	var x *worker.Exchange
+	x = worker.NewExchange(p.life, w, p.concurrency(), cancelGrace, func(fate error) { p.ended(s, x, fate) })
+	s.x = x
 	p.idle = append(p.idle, s)
 	p.dispatchLocked()
 }
 
-// release ends a batch on slot s: the slot goes back to ready, or, when its worker failed or
-// reached a limit or must go, to its supervisor. Requests to run again go first in the queue.
-func (p *Pool) release(s *slot, answered int, err error, requeue []*waiter) {
+// cancelGrace is how long a concurrent worker may take to end a request it was told to cancel
+// (exec_timeout, its client left) before it is killed: a request that never yields blocks every
+// other request of its worker.
+const cancelGrace = time.Second
+
+// ended gives back the capacity of a request that ended on the exchange x of slot s (or was
+// never written), with the worker's fate: the slot takes more requests, or, once its last
+// request has ended, goes to its supervisor when it failed, said it exits, reached a limit or
+// must go (reset, stop).
+func (p *Pool) ended(s *slot, x *worker.Exchange, fate error) {
 	var rss int64
-	if err == nil && p.o().MaxMemory > 0 {
+	if fate == nil && p.o().MaxMemory > 0 {
 		rss, _ = s.w.RSS()
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s.jobs += answered
-	p.requeueLocked(requeue)
-	var r retirement
+	if s.x != x { // an exchange of a worker replaced since: nothing of it is counted any more
+		return
+	}
+	s.inflight--
+	s.jobs++
+	if s.retiring == nil {
+		switch {
+		case fate != nil:
+			s.retiring = &retirement{reason: reasonFor(fate), err: fate}
+		case p.o().MaxJobs > 0 && s.jobs >= p.o().MaxJobs:
+			s.retiring = &retirement{reason: "max_jobs"}
+		case rss > p.o().MaxMemory && p.o().MaxMemory > 0:
+			s.retiring = &retirement{reason: "max_memory", err: fmt.Errorf("rss %d bytes", rss)}
+		}
+	}
+	if s.retiring == nil && s.want == "" && !p.stopping {
+		if s.inflight < p.concurrency() && s.inflight+1 >= p.concurrency() { // it was full
+			p.idle = append(p.idle, s)
+		}
+		if s.inflight == 0 {
+			s.state = StateReady
+		}
+		p.dispatchLocked()
+		return
+	}
+	// It takes no more; it goes once its requests have ended.
+	p.unidleLocked(s)
+	if s.inflight > 0 {
+		return
+	}
+	r := retirement{reason: s.want}
 	switch {
-	case err != nil:
-		r = retirement{reason: reasonFor(err), err: err}
-	case s.want != "":
-		r.reason = s.want
-	case p.stopping:
+	case s.retiring != nil:
+		r = *s.retiring
+	case r.reason == "":
 		r.reason = "stop"
-	case p.o().MaxJobs > 0 && s.jobs >= p.o().MaxJobs:
-		r.reason = "max_jobs"
-	case rss > p.o().MaxMemory && p.o().MaxMemory > 0:
-		r = retirement{reason: "max_memory", err: fmt.Errorf("rss %d bytes", rss)}
 	}
-	if r.reason == "" {
-		s.state = StateReady
-		p.idle = append(p.idle, s)
-	} else {
-		s.state = StateStopping
-		s.retire <- r
-	}
+	s.state = StateStopping
+	s.retire <- r
 	p.dispatchLocked()
 }
 
@@ -204,6 +272,10 @@ func (p *Pool) takeOutLocked(s *slot, reason string) bool {
 
 // unidleLocked takes s out of the idle list, if it is there.
 func (p *Pool) unidleLocked(s *slot) {
+	if n := len(p.idle); n > 0 && p.idle[n-1] == s { // pickLocked's usual choice
+		p.idle = p.idle[:n-1]
+		return
+	}
 	for i, t := range p.idle {
 		if t == s {
 			p.idle = append(p.idle[:i], p.idle[i+1:]...)
@@ -265,6 +337,9 @@ func (p *Pool) watch(s *slot, w *worker.Worker) (retirement, *worker.Worker, boo
 			p.mu.Lock()
 			out := p.takeOutLocked(s, "crash")
 			p.mu.Unlock()
+			if out && p.o().SelfRetiring && w.ExitedCleanly() {
+				return retirement{reason: "retired"}, w, true
+			}
 			if out {
 				return retirement{reason: "crash", err: fmt.Errorf("while idle: %w", w.ExitError())}, w, true
 			}
@@ -292,7 +367,9 @@ func (p *Pool) watch(s *slot, w *worker.Worker) (retirement, *worker.Worker, boo
 }
 
 // replace boots a replacement for w first, so that a deploy that cannot boot leaves w serving,
-// then stops w once its request is done, and puts the new worker in its place.
+// then stops w once its request is done, and puts the new worker in its place. In direct mode
+// (Options.SelfRetiring) the new worker takes the slot as soon as it has booted and the old one
+// drains in the background (drainInBackground): the reset goes on to the next slot at once.
 func (p *Pool) replace(s *slot, old *worker.Worker, ctx context.Context) (*worker.Worker, error) {
 	nw, err := worker.Start(ctx, p.workerOptions(s))
 	if err != nil {
@@ -301,6 +378,7 @@ func (p *Pool) replace(s *slot, old *worker.Worker, ctx context.Context) (*worke
 	}
 	p.mu.Lock()
 	out := p.takeOutLocked(s, "reset")
+	jobs := s.jobs
 	p.mu.Unlock()
 	if !out {
 		r := <-s.retire // the request running on it is done
@@ -308,11 +386,104 @@ func (p *Pool) replace(s *slot, old *worker.Worker, ctx context.Context) (*worke
 			p.log.Error("worker failed while being replaced", "worker", s.id, "pid", old.PID(), "reason", r.reason, "err", r.err)
 		}
 	}
-	p.stopWorker(old)
+	if p.o().SelfRetiring {
+		p.drainInBackground(s, old, jobs)
+	} else {
+		p.stopWorker(old)
+	}
 	p.publish(s, nw)
 	p.obs.WorkerReplaced("reset")
 	p.log.Info("worker replaced", "worker", s.id, "old_pid", old.PID(), "pid", nw.PID(), "reason", "reset")
 	return nw, nil
+}
+
+// A drain is an old worker of direct mode that a reset took out of its slot and that finishes
+// what it serves beside the slot's new worker.
+type drain struct {
+	slot int
+	w    *worker.Worker
+	jobs int                // the requests the pool counted for it
+	cut  context.CancelFunc // ends the drain: the worker is killed
+	done chan struct{}      // closed once the process is gone
+}
+
+// drainInBackground tells old to stop and lets it drain while the pool goes on. A direct-mode
+// worker bounds its own drain (it stops accepting, and every connection it keeps is bounded by
+// http.body_timeout a read, http.write_timeout a write, workers.exec_timeout a request and the
+// 1 s grace of an idle one), so stop_timeout does not cut it: an upload still arriving gets
+// its answer. What keeps a hung one from living forever is its owner's (the daemon's backstop,
+// internal/daemon/direct.go), the next Reset, which gives what is left of it stop_timeout
+// (cutDrains), and Stop's budget, which ends every drain still running.
+func (p *Pool) drainInBackground(s *slot, old *worker.Worker, jobs int) {
+	ctx, cut := context.WithCancel(p.life) // Stop's budget ends p.life
+	d := &drain{slot: s.id, w: old, jobs: jobs, cut: cut, done: make(chan struct{})}
+	p.mu.Lock()
+	p.drains = append(p.drains, d)
+	p.mu.Unlock()
+	p.wg.Add(1) // Stop waits for it
+	go func() {
+		defer p.wg.Done()
+		defer cut()
+		start := time.Now()
+		old.Stop(ctx)
+		// Out of the list at once: the daemon's backstop kills listed pids, and this one may be
+		// given to another process now.
+		p.mu.Lock()
+		p.drains = slices.DeleteFunc(p.drains, func(e *drain) bool { return e == d })
+		p.mu.Unlock()
+		took := time.Since(start).Round(time.Millisecond).String()
+		if old.ExitedCleanly() {
+			p.log.Info("old worker drained", "worker", s.id, "pid", old.PID(), "took", took)
+		} else {
+			p.log.Warn("old worker ended while draining", "worker", s.id, "pid", old.PID(), "took", took, "err", old.ExitError())
+		}
+		close(d.done) // after the log: "all workers replaced" comes after every drain's line
+	}()
+}
+
+// cutDrains gives the old workers still draining from an earlier reset stop_timeout more, then
+// ends them, and returns once they are gone (or ctx is done): a client that trickles an upload
+// to one holds back the next reset no longer than a busy worker held back a reset before
+// drains ran in the background.
+func (p *Pool) cutDrains(ctx context.Context) error {
+	p.mu.Lock()
+	drains := slices.Clone(p.drains)
+	p.mu.Unlock()
+	if len(drains) == 0 {
+		return nil
+	}
+	grace := time.NewTimer(p.o().StopTimeout)
+	defer grace.Stop()
+	for _, d := range drains {
+		select {
+		case <-d.done:
+			continue
+		case <-grace.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		p.log.Warn("old workers still draining from an earlier reset after stop_timeout: killing them", "count", len(drains))
+		for _, d := range drains {
+			d.cut()
+		}
+		break
+	}
+	return p.awaitDrains(ctx)
+}
+
+// awaitDrains waits until every old worker draining now has exited, or ctx is done.
+func (p *Pool) awaitDrains(ctx context.Context) error {
+	p.mu.Lock()
+	drains := slices.Clone(p.drains)
+	p.mu.Unlock()
+	for _, d := range drains {
+		select {
+		case <-d.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // stopWorker stops an idle worker, giving it stop_timeout to exit (the pool's stop budget when

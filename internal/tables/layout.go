@@ -10,7 +10,7 @@
 //	descriptors one per table: name, key, capacity, buckets, row stride,      2048 bytes each
 //	            offsets in the row and in the segment, columns
 //	per table   state block (lock, sequence, rows used, high-water mark,      64 + journal, 64-aligned
-//	            free list head, undo journal)
+//	            free list head, journal counts, read retries, undo journal)
 //	            rows                                                          capacity x stride
 //	            hash buckets, then one bucket array per index                 4 bytes x capacity each
 package tables
@@ -23,17 +23,19 @@ import (
 
 // Layout constants, mirrored in native/table.h.
 const (
-	Magic          = "PGTABLES"
-	Version        = 1
-	headerSize     = 64
-	descSize       = 2048
-	descColumns    = 192 // offset of the first column in a descriptor
-	columnSize     = 48
-	maxColumns     = 32
-	maxIndexes     = 8
-	stateHeader    = 64
-	journalEntries = 64 // besides the row image: enough for every word one write changes
-	journalEntry   = 16 // u64 offset, u32 length, u32 pad; the old bytes follow, padded to 8
+	Magic            = "PGTABLES"
+	Version          = 1
+	headerSize       = 64
+	descSize         = 2048
+	descColumns      = 192 // offset of the first column in a descriptor
+	columnSize       = 48
+	maxColumns       = 32
+	maxIndexes       = 8
+	stateHeader      = 64
+	stateCount       = 8  // the state block's rows used (u32)
+	stateReadRetries = 32 // the state block's read_retries (u64)
+	journalEntries   = 64 // besides the row image: enough for every word one write changes
+	journalEntry     = 16 // u64 offset, u32 length, u32 pad; the old bytes follow, padded to 8
 )
 
 // Type is a column's type.

@@ -84,18 +84,22 @@ type Stat struct {
 	Bytes    int64  `json:"bytes"`
 	// RowBytes is the row's stride, without its share of the buckets.
 	RowBytes int64 `json:"row_bytes"`
+	// ReadRetries counts the lock-free reads (get, exists, iteration, where) that a concurrent
+	// write spoiled and that started again, since the server started: contention, in one figure.
+	ReadRetries int64 `json:"read_retries"`
 }
 
 // Stats reads each table's rows used, which the workers change as they go.
 func (s *Segment) Stats() ([]Stat, error) {
 	out := make([]Stat, len(s.tables))
-	var b [4]byte
+	var b [stateHeader]byte
+	le := binary.LittleEndian
 	for i, t := range s.tables {
-		if _, err := s.f.ReadAt(b[:], t.state+8); err != nil {
+		if _, err := s.f.ReadAt(b[:], t.state); err != nil {
 			return nil, fmt.Errorf("tables: reading %s: %w", t.spec.Name, err)
 		}
-		out[i] = Stat{Name: t.spec.Name, Rows: int64(binary.LittleEndian.Uint32(b[:])), Capacity: int64(t.spec.Capacity),
-			Bytes: t.Bytes(), RowBytes: int64(t.stride)}
+		out[i] = Stat{Name: t.spec.Name, Rows: int64(le.Uint32(b[stateCount:])), Capacity: int64(t.spec.Capacity),
+			Bytes: t.Bytes(), RowBytes: int64(t.stride), ReadRetries: int64(le.Uint64(b[stateReadRetries:]))}
 	}
 	return out, nil
 }

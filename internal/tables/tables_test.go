@@ -98,16 +98,22 @@ func TestCreateStatsRemove(t *testing.T) {
 	if int64(len(data)) != seg.Size() || string(data[:8]) != Magic || binary.LittleEndian.Uint32(data[12:]) != 1 {
 		t.Errorf("size %d of %d, header % x", len(data), seg.Size(), data[:16])
 	}
-	// A worker's write of the rows-used count shows in Stats.
+	// A worker's write of the rows-used count and of the read retries (native/table.h's
+	// struct pgt_state) shows in Stats.
 	state := int64(binary.LittleEndian.Uint64(data[headerSize+112:]))
 	f, _ := os.OpenFile(seg.Path(), os.O_RDWR, 0)
 	binary.LittleEndian.PutUint32(data[:4], 17)
 	if _, err := f.WriteAt(data[:4], state+8); err != nil {
 		t.Fatal(err)
 	}
+	binary.LittleEndian.PutUint64(data[:8], 1<<40+3)
+	if _, err := f.WriteAt(data[:8], state+32); err != nil {
+		t.Fatal(err)
+	}
 	f.Close()
 	st, err := seg.Stats()
-	if err != nil || len(st) != 1 || st[0].Rows != 17 || st[0].Capacity != 1000 || st[0].Name != "hits" || st[0].RowBytes != 40 {
+	if err != nil || len(st) != 1 || st[0].Rows != 17 || st[0].Capacity != 1000 || st[0].Name != "hits" || st[0].RowBytes != 40 ||
+		st[0].ReadRetries != 1<<40+3 {
 		t.Errorf("stats %+v, %v", st, err)
 	}
 	if err := seg.Remove(); err != nil {

@@ -1,11 +1,15 @@
 package worker
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -98,7 +102,7 @@ func TestExecOutcomes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			w := startNative(t, tt.script, tt.env...)
 			cs, as := nativeCalls(t, tt.body, tt.targets...)
-			done, err := w.Exec(context.Background(), cs, tt.timeout, -1, nil)
+			done, err := seq(w).Exec(context.Background(), cs, tt.timeout, -1, nil)
 			if !done {
 				t.Fatal("Exec returned early without a lead call")
 			}
@@ -123,7 +127,7 @@ func TestExecOutcomes(t *testing.T) {
 			if tt.fate == nil {
 				// The worker serves on, and nothing it wrote is left over.
 				more, as := nativeCalls(t, 0, "/pid")
-				if _, err := w.Exec(context.Background(), more, time.Minute, -1, nil); err != nil || as[0].status != 200 {
+				if _, err := seq(w).Exec(context.Background(), more, time.Minute, -1, nil); err != nil || as[0].status != 200 {
 					t.Fatalf("the next request: %v, %+v", err, as[0])
 				}
 			}
@@ -136,14 +140,14 @@ func TestExecOutcomes(t *testing.T) {
 func TestExecLeavesEarlyAfterTheLeadsAnswer(t *testing.T) {
 	w := startNative(t, "exchange.php")
 	cs, as := nativeCalls(t, 0, "/finish?ms=300", "/pid")
-	done, err := w.Exec(context.Background(), cs, time.Minute, 0, nil)
+	done, err := seq(w).Exec(context.Background(), cs, time.Minute, 0, nil)
 	if done || err != nil {
 		t.Fatalf("done %v, err %v: want an early return", done, err)
 	}
 	if outcomes(cs) != "AU" || as[0].status != 200 || string(as[0].body) != "answered" {
 		t.Fatalf("at the early return: outcomes %s, answer %+v", outcomes(cs), as[0])
 	}
-	if err := w.Finish(nil); err != nil || outcomes(cs) != "AA" || as[1].status != 200 {
+	if err := seq(w).Finish(nil); err != nil || outcomes(cs) != "AA" || as[1].status != 200 {
 		t.Fatalf("Finish: %v, outcomes %s, %+v", err, outcomes(cs), as[1])
 	}
 }
@@ -153,12 +157,12 @@ func TestExecLeavesEarlyAfterTheLeadsAnswer(t *testing.T) {
 func TestExecSeesAnExitAnnouncedBetweenBatches(t *testing.T) {
 	w := startNative(t, "exchange-loop.php")
 	cs, _ := nativeCalls(t, 0, "/a")
-	if _, err := w.Exec(context.Background(), cs, time.Minute, -1, nil); err != nil {
+	if _, err := seq(w).Exec(context.Background(), cs, time.Minute, -1, nil); err != nil {
 		t.Fatal(err)
 	}
 	<-w.Exited() // its DONE with LAST is in the pipe by now
 	cs, _ = nativeCalls(t, 0, "/b", "/c")
-	if _, err := w.Exec(context.Background(), cs, time.Minute, -1, nil); !errors.Is(err, ErrExiting) || outcomes(cs) != "UU" {
+	if _, err := seq(w).Exec(context.Background(), cs, time.Minute, -1, nil); !errors.Is(err, ErrExiting) || outcomes(cs) != "UU" {
 		t.Fatalf("err %v, outcomes %s", err, outcomes(cs))
 	}
 }
@@ -173,4 +177,70 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// TestExecHoldsARequestsBytesUntilItEnded: the answer of a request whose script reads its body
+// after answering (fastcgi_finish_request()) is complete long before the body is written; Exec
+// returns early, and the call's bytes must stay untouched until Finish has seen the request end.
+// Bodies around the pipe's size and past it, in the frame and beside it (Body).
+func TestExecHoldsARequestsBytesUntilItEnded(t *testing.T) {
+	w := startNative(t, "exchange.php")
+	dir := t.TempDir()
+	for i, size := range []int{PipeBuffer - 1, PipeBuffer, PipeBuffer + 1, 2 * PipeBuffer, 1 << 20} {
+		for _, beside := range []bool{false, true} {
+			out := filepath.Join(dir, fmt.Sprintf("%d-%v", i, beside))
+			body := bytes.Repeat([]byte{byte('a' + i)}, size)
+			r := &protocol.Request{Method: "PUT", URI: "/finish-hash?ms=20&out=" + out, Path: "/finish-hash", Query: "ms=20&out=" + out,
+				Protocol: "HTTP/1.1", Headers: []protocol.Field{{Name: "Host", Value: "test"}}}
+			var frame []byte
+			var err error
+			c := &Call{Answer: &collected{}}
+			if beside {
+				frame, err = protocol.AppendRequestHead(nil, 0, r, int64(size))
+				c.Body = bytes.NewReader(body)
+			} else {
+				r.Body = body
+				frame, err = protocol.AppendRequest(nil, 0, r)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Frame = frame
+			var released countReleases
+			c.Owner = &released
+			c.Hold() // the caller's, as the pool's
+			done, err := seq(w).Exec(context.Background(), []*Call{c}, time.Minute, 0, nil)
+			c.Drop()
+			if err != nil {
+				t.Fatalf("%d bytes: %v", size, err)
+			}
+			if !done { // the usual case: the answer came 20 ms before the request's end
+				if n := released.n.Load(); n != 0 {
+					t.Fatalf("%d bytes: released %d times before the request ended", size, n)
+				}
+				if err := seq(w).Finish(nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := released.n.Load(); n != 1 {
+				t.Fatalf("%d bytes: released %d times once the request ended, want 1", size, n)
+			}
+			sum := sha256.Sum256(body)
+			if got, _ := os.ReadFile(out); string(got) != fmt.Sprintf("%d %x", size, sum) {
+				t.Fatalf("%d bytes: the script read %q", size, got)
+			}
+		}
+	}
+}
+
+// exchanges holds the Exchange of each worker the tests run at concurrency 1 (seq).
+var exchanges sync.Map
+
+// seq is w's Exchange at concurrency 1, made on first use.
+func seq(w *Worker) *Exchange {
+	if x, ok := exchanges.Load(w); ok {
+		return x.(*Exchange)
+	}
+	x, _ := exchanges.LoadOrStore(w, NewExchange(context.Background(), w, 1, 0, nil))
+	return x.(*Exchange)
 }

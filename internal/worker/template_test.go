@@ -81,7 +81,7 @@ func parentOf(t *testing.T, pid int) int {
 func pidOf(t *testing.T, w *Worker) string {
 	t.Helper()
 	cs, as := calls(t, "/pid")
-	if _, err := w.Exec(context.Background(), cs, 30*time.Second, -1, nil); err != nil || as[0].status != 200 {
+	if _, err := seq(w).Exec(context.Background(), cs, 30*time.Second, -1, nil); err != nil || as[0].status != 200 {
 		t.Fatalf("/pid: %v, %+v", err, as[0])
 	}
 	return string(as[0].body)
@@ -107,7 +107,7 @@ func TestTemplateForks(t *testing.T) {
 	// A crash is seen and described as an executed worker's: after a fatal error the native
 	// runtime answers 500, says it exits (DONE with LAST) and exits with 255.
 	cs, as := calls(t, "/fatal")
-	if _, err := a.Exec(context.Background(), cs, 30*time.Second, -1, nil); !errors.Is(err, ErrExiting) || as[0].status != 500 {
+	if _, err := seq(a).Exec(context.Background(), cs, 30*time.Second, -1, nil); !errors.Is(err, ErrExiting) || as[0].status != 500 {
 		t.Fatalf("/fatal: %v, %+v", err, as[0])
 	}
 	<-a.Exited()

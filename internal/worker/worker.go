@@ -1,8 +1,35 @@
 // Package worker owns one PHP worker process: starting it with its protocol pipes, waiting for it
-// to boot, running requests on it (Exec) under the conversation rules of docs/protocol.md (order,
-// request ids, sizes), reading its STDOUT and STDERR into the log, and stopping or killing it.
-// It does not queue, retry or restart anything, and it knows nothing of HTTP: the pool decides
-// what happens to a worker, and its package doc draws a worker's life.
+// to boot, running requests on it under the conversation rules of docs/protocol.md (the
+// Exchange: order, request ids, sizes, what became of each request), reading its STDOUT and
+// STDERR into the log, and stopping or killing it. It does not queue, retry or restart
+// anything, and it knows nothing of HTTP: the pool decides what happens to a worker, and its
+// package doc draws a worker's life.
+//
+// One Exchange runs a worker's requests at every concurrency (workers.concurrency), by one
+// state machine. A request's life (every arrow is the worker's word or the server's act, never
+// a guess from timing):
+//
+//	            written, with its id        its answer's last frame           DONE
+//	(new) ─────────────────────> running ─────────────────────> answered ─────────> ended: Answered
+//	  │ the worker said LAST or died   │ │ │
+//	  │ before: nothing written        │ │ └ stopped (exec_timeout, its client left or reads too
+//	  v                                │ │   slowly): above 1 CANCEL, then its DONE ──> ended: Failed
+//	ended: Unread                      │ │   (or the worker killed after a grace); at 1 the worker
+//	                                   │ │   is killed (it cannot cancel one request)
+//	                                   │ └ DONE with LAST for it before its answer:
+//	                                   │   a fatal error ended the process ─────────> ended: Failed (500)
+//	                                   └ DONE with LAST, or the worker dies: by the rules (rules.go)
+//	                                       id above the last request read ─────────> ended: Unread
+//	                                       else ───────────────────────────────────> ended: Failed
+//
+// "The last request read" is what the worker's last word says; without one, at concurrency 1
+// the request whose answer or DONE was awaited (the worker reads the next only after that
+// DONE), above 1 every request in flight. At concurrency 1 the last word is the worker's last
+// frame; above 1 the requests it read may still end after it.
+//
+// An exchange owns the bytes of the requests it writes until its writer is done and the worker
+// said they ended, not merely until their answers are complete (call.go: Hold, Drop, Release);
+// nothing frees a request's frame or body earlier.
 //
 // A process is executed, or forked from a Template (workers.fork, template.go); either way it
 // is this process's child, watched from the moment it exists: its exit is noticed from its exit
@@ -43,6 +70,9 @@ type Options struct {
 	// Template, if set, forks the process (workers.fork) instead of executing Argv; Argv, Dir
 	// and Env are then the template's own.
 	Template *Template
+	// ExtraFiles are more files for an executed process, on fds 5 and up: direct mode's
+	// listening socket (docs/direct.md). A forked process does not get them.
+	ExtraFiles []*os.File
 }
 
 // Errors returned by Exec and Start. They wrap more detail; test them with errors.Is.
@@ -58,6 +88,10 @@ var (
 	// fatal error (or exit()) in its fiber, which the worker named with DONE and LAST. The
 	// request gets 500, as a fatal error does under PHP-FPM.
 	ErrFatal = errors.New("worker: the request hit a fatal error in PHP, which ended its worker")
+	// ErrCancelled says a concurrent worker's request was cancelled (CANCEL) and ended, while
+	// the worker serves on: it comes with ErrExecTimeout, which alone means the worker was
+	// killed.
+	ErrCancelled = errors.New("worker: the request was cancelled; its worker serves on")
 	// ErrAbandoned is what an Answer returns (wrapped) to stop a request whose client is gone
 	// while PHP still sends; Exec kills the worker and reports it, not as a protocol violation.
 	ErrAbandoned = errors.New("worker: the answer's client is gone")
@@ -82,8 +116,7 @@ type Worker struct {
 	quiet   quietProbe    // checkQuiet's, made once
 	out     []byte        // reused write buffer for batches
 	payload []byte        // reused read buffer for answer frames
-	nextID  uint32
-	x       exchange // the batch being run, between Exec and Finish
+	nextID  uint32        // the last request id given (assign)
 	opts    Options
 	log     *slog.Logger
 	started time.Time
@@ -124,7 +157,7 @@ func Start(ctx context.Context, opts Options) (*Worker, error) {
 	if opts.Template != nil {
 		proc, err = forkProcess(ctx, opts.Template, opts.BootTimeout, reqR, respW, outW, errW)
 	} else {
-		proc, err = execProcess(opts.Argv, opts, outW, errW, reqR, respW)
+		proc, err = execProcess(opts.Argv, opts, outW, errW, append([]*os.File{reqR, respW}, opts.ExtraFiles...)...)
 	}
 	closeAll(reqR, respW, outW, errW) // the child's ends
 	if err != nil {
@@ -390,6 +423,17 @@ func (w *Worker) Exited() <-chan struct{} { return w.exited }
 
 // ExitError describes how an exited process ended and what it printed last, wrapping
 // ErrExited; nil while it runs.
+// ExitedCleanly reports whether the process has exited with status 0: a direct-mode worker
+// that left by itself (its max_jobs or max_memory), not a crash.
+func (w *Worker) ExitedCleanly() bool {
+	select {
+	case <-w.exited:
+		return w.exitErr == nil
+	default:
+		return false
+	}
+}
+
 func (w *Worker) ExitError() error {
 	select {
 	case <-w.exited:
@@ -499,5 +543,15 @@ func ReadRSS(pid int) (int64, error) {
 func closeAll(files ...*os.File) {
 	for _, f := range files {
 		_ = f.Close()
+	}
+}
+
+// Wait blocks until the process has exited or ctx is done.
+func (w *Worker) Wait(ctx context.Context) error {
+	select {
+	case <-w.exited:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

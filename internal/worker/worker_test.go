@@ -109,7 +109,7 @@ func TestExecBatchInOrder(t *testing.T) {
 	}
 	cs, as := calls(t, "/pid", "/status?code=404", "/pid")
 	var done []int
-	finished, err := w.Exec(context.Background(), cs, time.Minute, -1, func(i int) { done = append(done, i) })
+	finished, err := seq(w).Exec(context.Background(), cs, time.Minute, -1, func(i int) { done = append(done, i) })
 	if err != nil || !finished || !reflect.DeepEqual(done, []int{0, 1, 2}) || outcomes(cs) != "AAA" {
 		t.Fatalf("finished %v, err %v, done %v, outcomes %s", finished, err, done, outcomes(cs))
 	}
@@ -134,7 +134,7 @@ func TestExecFailures(t *testing.T) {
 		t.Run(tt.path, func(t *testing.T) {
 			w := start(t, "app.php")
 			cs, _ := calls(t, "/pid", tt.path, "/pid")
-			_, err := w.Exec(context.Background(), cs, 5*time.Second, -1, nil)
+			_, err := seq(w).Exec(context.Background(), cs, 5*time.Second, -1, nil)
 			if !errors.Is(err, tt.want) || outcomes(cs) != "AFU" || !errors.Is(cs[1].Err, tt.want) || !strings.Contains(err.Error(), tt.message) {
 				t.Fatalf("outcomes %s, err %v, call err %v", outcomes(cs), err, cs[1].Err)
 			}
@@ -159,7 +159,7 @@ func TestExecLargeRequestAndAnswer(t *testing.T) {
 			t.Fatal(err)
 		}
 		a := &collected{}
-		if _, err := w.Exec(context.Background(), []*Call{{Frame: frame, Answer: a}}, 30*time.Second, -1, nil); err != nil {
+		if _, err := seq(w).Exec(context.Background(), []*Call{{Frame: frame, Answer: a}}, 30*time.Second, -1, nil); err != nil {
 			t.Fatalf("size %d: %v", size, err)
 		}
 		if a.status != 200 || len(a.body) != size {
@@ -171,7 +171,7 @@ func TestExecLargeRequestAndAnswer(t *testing.T) {
 			t.Fatal(err)
 		}
 		a = &collected{}
-		if _, err := w.Exec(context.Background(), []*Call{{Frame: head, Body: strings.NewReader(body), Answer: a}}, 30*time.Second, -1, nil); err != nil {
+		if _, err := seq(w).Exec(context.Background(), []*Call{{Frame: head, Body: strings.NewReader(body), Answer: a}}, 30*time.Second, -1, nil); err != nil {
 			t.Fatalf("size %d from a reader: %v", size, err)
 		}
 		if !strings.Contains(string(a.body), `"bodyLength":`+strconv.Itoa(size)) {
@@ -214,14 +214,14 @@ func TestExecRefusesBytesAfterAnAnswer(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			w := start(t, "app.php")
 			cs, _ := calls(t, tt.forge)
-			if _, err := w.Exec(context.Background(), cs, 5*time.Second, -1, nil); err != nil {
+			if _, err := seq(w).Exec(context.Background(), cs, 5*time.Second, -1, nil); err != nil {
 				t.Fatal(err)
 			}
 			cs, as := calls(t, "/pid")
 			// The forged frame is written after the answer: give it the time to arrive.
 			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !tt.arrived(t, w); {
 			}
-			_, err := w.Exec(context.Background(), cs, 5*time.Second, -1, nil)
+			_, err := seq(w).Exec(context.Background(), cs, 5*time.Second, -1, nil)
 			if !errors.Is(err, ErrProtocol) || cs[0].Outcome != Unread || as[0].status != 0 {
 				t.Fatalf("err %v, outcome %s, answer %+v", err, outcomes(cs), as[0])
 			}
@@ -251,7 +251,7 @@ func TestExecCancelKills(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		cancel()
 	}()
-	_, err := w.Exec(ctx, cs, time.Minute, -1, nil)
+	_, err := seq(w).Exec(ctx, cs, time.Minute, -1, nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v", err)
 	}
@@ -279,7 +279,7 @@ func TestKilledBySIGKILL(t *testing.T) {
 		t.Fatal("a running worker reported as killed")
 	}
 	cs, _ := calls(t, "/crash")
-	_, _ = crashed.Exec(context.Background(), cs, time.Minute, -1, nil)
+	_, _ = seq(crashed).Exec(context.Background(), cs, time.Minute, -1, nil)
 	<-crashed.Exited()
 	if crashed.KilledBySIGKILL() {
 		t.Errorf("a worker that exited with code 3 reported as killed: %v", crashed.ExitError())
@@ -301,7 +301,7 @@ func TestIdleLongerThanTheTimeout(t *testing.T) {
 	w := start(t, "app.php")
 	for i := range 3 {
 		cs, as := calls(t, "/pid")
-		if _, err := w.Exec(context.Background(), cs, 100*time.Millisecond, -1, nil); err != nil || as[0].status != 200 {
+		if _, err := seq(w).Exec(context.Background(), cs, 100*time.Millisecond, -1, nil); err != nil || as[0].status != 200 {
 			t.Fatalf("request %d: %v %+v", i, err, as[0])
 		}
 		time.Sleep(300 * time.Millisecond) // idle past the deadline of the request before

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,13 +27,14 @@ const typeCancel = 9
 // muxAnswer is one request's answer collected from interleaved frames.
 type muxAnswer struct {
 	status int
+	head   string // the RESPONSE's header pairs, "name\0value\0..." joined
 	body   strings.Builder
 	frames int
 	done   bool
 }
 
 // startAsync starts testdata/async.php with concurrency n.
-func startAsync(t *testing.T, n int, env ...string) *proc {
+func startAsync(t testing.TB, n int, env ...string) *proc {
 	t.Helper()
 	p := startEnv(t, append([]string{fmt.Sprintf("PEREGRINE_CONCURRENCY=%d", n)}, env...), runtime, filepath.Join("testdata", "async.php"))
 	f := p.readFrame(t)
@@ -44,7 +46,7 @@ func startAsync(t *testing.T, n int, env ...string) *proc {
 
 // collect reads frames until `want` requests have ended (DONE), and returns their answers and
 // the ids of the frames in the order they came.
-func collect(t *testing.T, p *proc, want int) (map[uint32]*muxAnswer, []uint32) {
+func collect(t testing.TB, p *proc, want int) (map[uint32]*muxAnswer, []uint32) {
 	t.Helper()
 	answers := map[uint32]*muxAnswer{}
 	var order []uint32
@@ -66,6 +68,7 @@ func collect(t *testing.T, p *proc, want int) (map[uint32]*muxAnswer, []uint32) 
 			}
 			a.status = int(binary.LittleEndian.Uint16(f.Payload))
 			headLen := int(binary.LittleEndian.Uint32(f.Payload[2:]))
+			a.head = string(f.Payload[6 : 6+headLen])
 			a.body.Write(f.Payload[6+headLen:])
 		case typeBody:
 			if a.status == 0 {
@@ -494,7 +497,8 @@ func contains(list []uint32, id uint32) bool {
 }
 
 // TestAsyncValgrind runs batches of concurrent requests through every hooked path (sleeps,
-// streamed answers, tcp and unix sockets, http, MySQL, async(), a cancelled request) under
+// streamed answers, tcp and unix sockets, http, MySQL, async(), PHP's header() and output
+// buffers per request, a cancelled request) under
 // memcheck, with PHP's allocator off, then stops the worker: no memcheck error.
 func TestAsyncValgrind(t *testing.T) {
 	memoryTests(t)
@@ -522,6 +526,9 @@ func TestAsyncValgrind(t *testing.T) {
 			add("/tcp?id=%d&port=" + fmt.Sprint(tcp.Addr().(*net.TCPAddr).Port))
 			add("/unix?id=%d&path=" + sock)
 			add("/async?id=%d")
+			add("/header?id=%d&us=500&late=1")
+			add("/header?id=%d&us=500&throw=1")
+			add("/obuf?id=%d&us=700&leave=2")
 			if mysql == nil {
 				add("/pdo?id=%d&sleep=0.01")
 			}
@@ -624,7 +631,8 @@ func TestAsyncMemoryStable(t *testing.T) {
 			var buf []byte
 			for i := range 64 {
 				id++
-				uri := []string{"/sleep?id=%d&us=100", "/tcp?id=%d&port=" + fmt.Sprint(port), "/async?id=%d", "/stream?id=%d&n=2&us=10"}[i%4]
+				uri := []string{"/sleep?id=%d&us=100", "/tcp?id=%d&port=" + fmt.Sprint(port), "/async?id=%d", "/stream?id=%d&n=2&us=10",
+					"/obuf?id=%d&us=50&leave=1", "/obuf?id=%d&us=50&leave=2"}[i%6] // buffers of its own, some left open
 				buf = append(buf, encodeRequest(id, request{URI: fmt.Sprintf(uri, id)})...)
 			}
 			if err := <-p.write(buf); err != nil {
@@ -650,4 +658,309 @@ func TestAsyncMemoryStable(t *testing.T) {
 	if after, _ := strconv.Atoi(mem()); before == 0 || after-before >= 3200 {
 		t.Errorf("memory_get_usage() %d after the warm-up, %d after 3,200 more requests", before, after)
 	}
+}
+
+// TestAsyncHeadersPerRequest: PHP's own header(), setcookie() and http_response_code() in a
+// concurrent request (before and after it waits, and in an async() fiber of it) reach that
+// request's answer and no other's; its Response's headers replace those of the same name; a
+// request that fails answers 500 without them; an async() fiber that outlives its request sets
+// headers that go nowhere. 256 requests, 64 in flight, waits of random lengths.
+func TestAsyncHeadersPerRequest(t *testing.T) {
+	const total, window = 256, 64
+	p := startAsync(t, window)
+	rng := rand.New(rand.NewSource(2))
+	for start := 0; start < total; start += window {
+		var chunk []byte
+		for id := start + 1; id <= start+window; id++ {
+			uri := fmt.Sprintf("/header?id=%d&us=%d&late=1", id, rng.Intn(3000))
+			if id%7 == 0 {
+				uri += "&throw=1"
+			}
+			chunk = append(chunk, encodeRequest(uint32(id), request{URI: uri})...)
+		}
+		if err := <-p.write(chunk); err != nil {
+			t.Fatal(err)
+		}
+		answers, _ := collect(t, p, window)
+		for id := start + 1; id <= start+window; id++ {
+			a := answers[uint32(id)]
+			if id%7 == 0 {
+				if a.status != 500 || strings.Contains(a.head, "X-Mine") {
+					t.Errorf("request %d threw: status %d, headers %q", id, a.status, a.head)
+				}
+				continue
+			}
+			want := fmt.Sprintf("X-Id\x00%d\x00X-Mine\x00a%d\x00Set-Cookie\x00c%d=v\x00X-Async\x00%d\x00X-Mine2\x00b%d", id, id, id, id, id)
+			if a.status != 200 || a.head != want {
+				t.Errorf("request %d: status %d, headers %q, want %q", id, a.status, a.head, want)
+			}
+			// http_response_code() read back its own code; headers_list() its own five.
+			if body := fmt.Sprintf("%d 5", 200+id%50); a.body.String() != body {
+				t.Errorf("request %d: body %q, want %q", id, a.body.String(), body)
+			}
+		}
+	}
+	p.in.Close()
+	if code := p.waitExit(t); code != 0 {
+		t.Fatalf("exit %d after end of input\n%s", code, p.log)
+	}
+}
+
+// TestAsyncHeadersDoNotAccumulate: 2,000 concurrent requests that call header() and setcookie()
+// leave the worker's memory_get_usage() where it was (they used to pile up in the worker
+// script's one header list, about 330 bytes a request, for the life of the process).
+// TestAsyncOutputBuffersPerRequest: requests that echo into a buffer of their own across a wait,
+// interleaved, each get only their own output, start with no buffer, and the buffers some leave
+// open (one not removable) end with them: with the process's one stack of buffers, one
+// request's page landed in another's buffer.
+func TestAsyncOutputBuffersPerRequest(t *testing.T) {
+	const total, window = 128, 32
+	p := startAsync(t, window)
+	rng := rand.New(rand.NewSource(3))
+	for start := 0; start < total; start += window {
+		var chunk []byte
+		for id := start + 1; id <= start+window; id++ {
+			uri := fmt.Sprintf("/obuf?id=%d&us=%d", id, rng.Intn(3000))
+			if id%5 == 0 {
+				uri += fmt.Sprintf("&leave=%d", 1+id%2)
+			}
+			chunk = append(chunk, encodeRequest(uint32(id), request{URI: uri})...)
+		}
+		if err := <-p.write(chunk); err != nil {
+			t.Fatal(err)
+		}
+		answers, _ := collect(t, p, window)
+		for id := start + 1; id <= start+window; id++ {
+			if a, want := answers[uint32(id)], fmt.Sprintf("0 <%d></%d>", id, id); a.status != 200 || a.body.String() != want {
+				t.Errorf("request %d: status %d, body %q, want %q", id, a.status, a.body.String(), want)
+			}
+		}
+	}
+	p.in.Close()
+	if code := p.waitExit(t); code != 0 {
+		t.Fatalf("exit %d after end of input\n%s", code, p.log)
+	}
+	for id := 5; id <= total; id += 5 {
+		if !strings.Contains(p.log.String(), fmt.Sprintf("left %d\n", id)) {
+			t.Errorf("what request %d left in its buffer is not in the log", id)
+		}
+	}
+}
+
+// TestAsyncOutputBuffersLeftAtTheEdges (a review's findings): buffers a request leaves open are
+// discarded without running their handlers, so one whose handler throws neither turns the
+// answer into a 500 nor, when the request is cancelled, kills the worker with its other
+// requests; an async() fiber suspended inside its output handler when its request ends keeps
+// its buffers and finishes (it hit "Cannot use output buffering in output buffering display
+// handlers", a fatal error); one that opened a buffer across the end finds it gone, nothing worse.
+func TestAsyncOutputBuffersLeftAtTheEdges(t *testing.T) {
+	p := startAsync(t, 8)
+	var chunk []byte
+	for id, uri := range []string{"/left_throwing?id=1", "/late_handler?id=2", "/late_ob?id=3", "/left_throwing?id=4&us=2000000", "/obuf?id=5&us=300000"} {
+		chunk = append(chunk, encodeRequest(uint32(id+1), request{URI: uri})...)
+	}
+	if err := <-p.write(chunk); err != nil {
+		t.Fatal(err)
+	}
+	answers, _ := collect(t, p, 3)
+	for id := uint32(1); id <= 3; id++ {
+		if a := answers[id]; a == nil || a.status != 200 || a.body.String() != "ok" {
+			t.Errorf("request %d: %+v, want 200 ok", id, a)
+		}
+	}
+	if err := <-p.write(appendFrame(nil, typeCancel, 4, nil)); err != nil {
+		t.Fatal(err)
+	}
+	answers, _ = collect(t, p, 2)
+	if a := answers[5]; a == nil || a.status != 200 || a.body.String() != "0 <5></5>" {
+		t.Errorf("the request beside the cancelled one: %+v", a)
+	}
+	if err := <-p.write(encodeRequest(6, request{URI: "/obuf?id=6"})); err != nil {
+		t.Fatal(err)
+	}
+	if answers, _ = collect(t, p, 1); answers[6] == nil || answers[6].body.String() != "0 <6></6>" {
+		t.Errorf("after: %+v", answers[6])
+	}
+	p.in.Close()
+	if code := p.waitExit(t); code != 0 {
+		t.Fatalf("exit %d after end of input\n%s", code, p.log)
+	}
+	log := p.log.String()
+	for _, want := range []string{"left 1\n", "left 4\n", "late_handler 2 flushed at level 0", "handled 2\n", "mine 3", "late_ob 3: "} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	if strings.Contains(log, "Fatal") || strings.Contains(log, "the handler threw") {
+		t.Errorf("log:\n%s", log)
+	}
+}
+
+func TestAsyncHeadersDoNotAccumulate(t *testing.T) {
+	const window = 50
+	p := startAsync(t, window)
+	id := uint32(0)
+	rounds := func(n int) {
+		for range n {
+			round(t, p, &id, window, "/header?id=%d&us=50")
+		}
+	}
+	mem := func() int {
+		id++
+		if err := <-p.write(encodeRequest(id, request{URI: "/mem"})); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := collect(t, p, 1)
+		n, _ := strconv.Atoi(a[id].body.String())
+		return n
+	}
+	rounds(4)
+	before := mem()
+	rounds(40)
+	if after := mem(); before == 0 || after-before >= 2000 {
+		t.Errorf("memory_get_usage() %d after the warm-up, %d after 2,000 more requests with header()", before, after)
+	}
+}
+
+// TestAsyncSharedConnectionIsNamed: two requests at once on one PDO (or mysqli) connection kept
+// in a static: mysqlnd's 2014 error ("Cannot execute queries while other unbuffered queries are
+// active. Consider using PDOStatement::fetchAll()") is thrown with the mistake named and the
+// pool to use; a 2014 in a request alone (an unbuffered result left unread) is left as it is.
+func TestAsyncSharedConnectionIsNamed(t *testing.T) {
+	if c, err := net.Dial("tcp", "127.0.0.1:3306"); err != nil {
+		t.Skipf("MariaDB is not running on 127.0.0.1:3306: %v", err)
+	} else {
+		c.Close()
+	}
+	const named = "one connection was used by two requests or fibers at once"
+	p := startAsync(t, 8)
+	for _, db := range []string{"pdo", "mysqli"} {
+		if a := p.do(t, request{URI: "/shared?sleep=0&db=" + db}); a.Status != 200 {
+			t.Fatalf("%s: opening the connection: %d %q", db, a.Status, a.Body)
+		}
+		id := p.nextID
+		// The first waits for its query; the others use the connection meanwhile.
+		var buf []byte
+		for i := range uint32(3) {
+			buf = append(buf, encodeRequest(id+i, request{URI: fmt.Sprintf("/shared?db=%s&sleep=%g", db, 0.2-float64(i)*0.1)})...)
+		}
+		p.nextID += 3
+		if err := <-p.write(buf); err != nil {
+			t.Fatal(err)
+		}
+		answers, _ := collect(t, p, 3)
+		if a := answers[id]; a.status != 200 {
+			t.Errorf("%s: the first request on the connection: %d %q", db, a.status, a.body.String())
+		}
+		for i := uint32(1); i < 3; i++ {
+			if a := answers[id+i]; a.status != 500 || !strings.Contains(a.body.String(), named) || !strings.Contains(a.body.String(), `Peregrine\Async\Pool`) {
+				t.Errorf("%s: request %d on the shared connection: %d %q", db, i, a.status, a.body.String())
+			}
+		}
+	}
+	if a := p.do(t, request{URI: "/unbuffered"}); a.Status != 500 || !strings.Contains(a.Body, "2014") || strings.Contains(a.Body, named) {
+		t.Errorf("2014 in a request alone: %d %q", a.Status, a.Body)
+	}
+}
+
+// TestAsyncPoolOfTen: 100 requests at once in one worker, each a query on a connection of a
+// Peregrine\Async\Pool of 10 to a database of the test's own (dropped after): every request is
+// answered, by at most 10 connections, all 10 lent at once at the peak; MariaDB sees no more
+// than 10 connections to that database (each request opening its own took 100).
+func TestAsyncPoolOfTen(t *testing.T) {
+	const db, total = "peregrine_fibers_pool", 100
+	if err := mysqlExec("CREATE DATABASE IF NOT EXISTS " + db + "; CREATE TABLE " + db + ".t (id INT); INSERT INTO " + db + ".t VALUES (1), (2), (3)"); err != nil {
+		t.Skipf("MariaDB: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := mysqlExec("DROP DATABASE IF EXISTS " + db); err != nil {
+			t.Errorf("dropping %s: %v", db, err)
+		}
+	})
+	p := startAsync(t, total, "ASYNC_POOL_DB="+db)
+	var buf []byte
+	for id := uint32(1); id <= total; id++ {
+		buf = append(buf, encodeRequest(id, request{URI: "/pool?sleep=0.02"})...)
+	}
+	p.nextID = total + 1
+	if err := <-p.write(buf); err != nil {
+		t.Fatal(err)
+	}
+	answers, _ := collect(t, p, total)
+	conns := map[string]bool{}
+	for id, a := range answers {
+		conn, rows, ok := strings.Cut(a.body.String(), " ")
+		if a.status != 200 || !ok || rows != "rows=3" {
+			t.Fatalf("request %d: %d %q\n%s", id, a.status, a.body.String(), p.log)
+		}
+		conns[conn] = true
+	}
+	if len(answers) != total || len(conns) > 10 {
+		t.Errorf("%d answers by %d connections, want %d by at most 10", len(answers), len(conns), total)
+	}
+	if a := p.do(t, request{URI: "/pool-stats"}); a.Body != "connections=10 peak=10 lent=0" {
+		t.Errorf("pool after the requests: %s, want connections=10 peak=10 lent=0", a.Body)
+	}
+	if n, err := mysqlQuery("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = '" + db + "'"); err != nil || n != "10" {
+		t.Errorf("connections to %s: %q (%v), want 10", db, n, err)
+	}
+}
+
+// mysqlExec runs SQL with the mysql client as root over the local socket.
+func mysqlExec(sql string) error {
+	_, err := mysqlQuery(sql)
+	return err
+}
+
+// mysqlQuery runs SQL with the mysql client and returns its output, trimmed (no column names).
+func mysqlQuery(sql string) (string, error) {
+	out, err := exec.Command("mysql", "-uroot", "-N", "-B", "-e", sql).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("mysql: %w: %s", err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// TestAsyncFiberStacksKept: every request runs in a new Fiber, whose stack the runtime keeps for
+// the next one (native/async.c), at most 256. Rounds of 600 requests in flight at once (600
+// stacks each) answer correctly, and the worker's address space does not grow from one round to
+// the next (stacks are reused, none is lost) nor keep all 600 (1.2 GiB of 2 MiB stacks).
+func TestAsyncFiberStacksKept(t *testing.T) {
+	const window = 600
+	p := startAsync(t, window)
+	base := statusKB(t, p.cmd.Process.Pid, "VmSize")
+	id := uint32(0)
+	var after []int
+	for range 3 {
+		for i, a := range round(t, p, &id, window, "/sleep?id=%d&us=2000") {
+			if a.status != 200 || a.body.String() != fmt.Sprintf("id=%d", i) {
+				t.Fatalf("request %d: %d %q", i, a.status, a.body.String())
+			}
+		}
+		after = append(after, statusKB(t, p.cmd.Process.Pid, "VmSize"))
+	}
+	const mib = 1024
+	if grown := after[2] - after[0]; grown > 16*mib {
+		t.Errorf("VmSize grew by %d KiB from the first round of 600 fibers to the third: stacks are not reused", grown)
+	}
+	if kept := after[0] - base; kept > 800*mib {
+		t.Errorf("VmSize %d KiB above the idle worker's after 600 fibers ended: more than 256 stacks kept", kept)
+	}
+	t.Logf("VmSize: idle %d KiB, after each round %v", base, after)
+}
+
+// round writes n requests at once to uri (a format given the request's id), their ids following
+// *id, and returns their answers.
+func round(t *testing.T, p *proc, id *uint32, n int, uri string) map[uint32]*muxAnswer {
+	t.Helper()
+	var buf []byte
+	for range n {
+		*id++
+		buf = append(buf, encodeRequest(*id, request{URI: fmt.Sprintf(uri, *id)})...)
+	}
+	if err := <-p.write(buf); err != nil {
+		t.Fatal(err)
+	}
+	answers, _ := collect(t, p, n)
+	return answers
 }

@@ -135,7 +135,12 @@ var readTimeout = 2 * time.Minute
 // waits for READY. The process is killed when the test ends.
 func start(t testing.TB, argv ...string) *proc {
 	t.Helper()
-	p := startNoReady(t, argv...)
+	return startReady(t, startNoReady(t, argv...))
+}
+
+// startReady waits for p's READY.
+func startReady(t testing.TB, p *proc) *proc {
+	t.Helper()
 	f := p.readFrame(t)
 	if f.Type != typeReady || string(f.Payload) == "" {
 		t.Fatalf("first frame: got type %d %q, want READY with the PHP version\n%s", f.Type, f.Payload, p.log)
@@ -151,6 +156,12 @@ func startNoReady(t testing.TB, argv ...string) *proc {
 // startEnv is startNoReady with extra environment variables.
 func startEnv(t testing.TB, env []string, argv ...string) *proc {
 	t.Helper()
+	return startFiles(t, env, nil, argv...)
+}
+
+// startFiles is startEnv with more files for the process, from fd 5 on.
+func startFiles(t testing.TB, env []string, files []*os.File, argv ...string) *proc {
+	t.Helper()
 	r3, w3, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +172,7 @@ func startEnv(t testing.TB, env []string, argv ...string) *proc {
 	}
 	p := &proc{in: w3, out: r4, rd: bufio.NewReaderSize(r4, 1<<16), log: &syncBuffer{}, nextID: 1}
 	p.cmd = exec.Command(argv[0], argv[1:]...)
-	p.cmd.ExtraFiles = []*os.File{r3, w4}
+	p.cmd.ExtraFiles = append([]*os.File{r3, w4}, files...)
 	p.cmd.Env = append(append(os.Environ(), "PEREGRINE_PROTOCOL=3"), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {

@@ -61,7 +61,8 @@ func TestServerSuperglobalWithoutJit(t *testing.T) {
 }
 
 // TestLazyValgrind: requests without $_SERVER, the one that creates it on demand and those
-// after it, then raw NativeServer requests built by peregrine_request(), under memcheck.
+// after it, then raw NativeServer requests (nativeServerMix: the Request built natively and
+// in PHP, answered by peregrine_answer()), under memcheck.
 func TestLazyValgrind(t *testing.T) {
 	memoryTests(t)
 	valgrind := memcheck(t, modes[1])
@@ -82,7 +83,11 @@ func TestLazyValgrind(t *testing.T) {
 				if i == 100 {
 					uri = tc.last
 				}
-				if a := p.do(t, request{URI: uri, Headers: []field{{"host", "localhost"}, {"cookie", "a=b"}}}); a.Status == 0 {
+				r := request{URI: uri, Headers: []field{{"host", "localhost"}, {"cookie", "a=b"}}}
+				if tc.script == "native_server.php" && i != 100 {
+					r = nativeServerMix(t, i)
+				}
+				if a := p.do(t, r); a.Status == 0 {
 					t.Fatalf("request %d: no status", i)
 				}
 			}

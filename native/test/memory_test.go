@@ -108,13 +108,19 @@ func memcheck(t *testing.T, m mode) []string {
 
 func rss(t *testing.T, pid int) int {
 	t.Helper()
+	return statusKB(t, pid, "VmRSS")
+}
+
+// statusKB is a field of /proc/PID/status given in kB (VmRSS, VmSize).
+func statusKB(t *testing.T, pid int, field string) int {
+	t.Helper()
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	for s := bufio.NewScanner(f); s.Scan(); {
-		if v, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(s.Text(), field+":"); ok {
 			kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
 			if err != nil {
 				t.Fatal(err)
@@ -122,7 +128,7 @@ func rss(t *testing.T, pid int) int {
 			return kb
 		}
 	}
-	t.Fatal("no VmRSS")
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
 

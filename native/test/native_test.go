@@ -25,6 +25,39 @@ type mode struct {
 
 var modes = []mode{{"classic", false}, {"worker", true}}
 
+// phpEngine is the PHP executable the engine modes run the runtime in (PEREGRINE_PHP_ENGINE,
+// native/engine.c): FPM's own, the engine classic mode is compared with.
+const phpEngine = "/usr/sbin/php-fpm8.2"
+
+// engineModes are the modes with the runtime running inside phpEngine, named NAME-engine;
+// none when it is missing.
+func engineModes(t testing.TB) []mode {
+	t.Helper()
+	if _, err := os.Stat(phpEngine); err != nil {
+		t.Logf("%s is missing: the engine modes are skipped (apt-get install php8.2-fpm)", phpEngine)
+		return nil
+	}
+	var ms []mode
+	for _, m := range modes {
+		ms = append(ms, mode{m.name + "-engine", m.worker})
+	}
+	return ms
+}
+
+// env is what the mode adds to the process's environment.
+func (m mode) env() []string {
+	if strings.HasSuffix(m.name, "-engine") {
+		return []string{"PEREGRINE_PHP_ENGINE=" + phpEngine}
+	}
+	return nil
+}
+
+// start runs the mode's process with ini settings and waits for READY.
+func (m mode) start(t testing.TB, ini ...string) *proc {
+	t.Helper()
+	return startReady(t, startEnv(t, m.env(), m.argv(ini...)...))
+}
+
 func (m mode) argv(ini ...string) []string {
 	argv := []string{runtime}
 	for _, kv := range ini {
@@ -135,10 +168,10 @@ func post(contentType string, body []byte, extra ...field) request {
 // TestCases runs the PHP-FPM behaviours that need one request each, in both modes, in one
 // process per mode: every case also checks that the ones before it left nothing behind.
 func TestCases(t *testing.T) {
-	for _, m := range modes {
+	for _, m := range append(modes, engineModes(t)...) {
 		t.Run(m.name, func(t *testing.T) {
 			ini, uploads := limits(t)
-			p := start(t, m.argv(ini...)...)
+			p := m.start(t, ini...)
 			dest := filepath.Join(t.TempDir(), "moved.txt")
 			marker := filepath.Join(t.TempDir(), "marker")
 			tests := []struct {

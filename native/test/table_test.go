@@ -51,6 +51,11 @@ foreach: {"1":8,"2":1,"3":8,"50":0}
 nested foreach: 16
 iterator: 4
 churn: [54,52]
+incr columns: [{"visited_at":5,"mark":2},{"mark":-1,"visited_at":6},{"mark":-2},{"user":0,"location":0,"visited_at":6,"mark":-2}]
+incr columns indexed: [{"user":40,"location":41},[500],[500],true]
+incr columns wrap: [{"mark":125},{"mark":-126}]
+cas: [false,true,7,false,false,true,{"user":0,"location":0,"visited_at":0,"mark":3}]
+cas indexed: [true,[501],false,[501],true,true,54]
 string key: [{"name":"hello","score":1.5,"n":0},{"name":"","score":0,"n":0},1.75,-3,false]
 binary: [null,true,false]
 too long: table sessions, column name: a string of 7 bytes is longer than the column's 5
@@ -72,6 +77,22 @@ int32 range: table visits, column user: 2147483648 does not fit an int32
 full: table sessions is full: all its 6 rows are used (raise tables.define.sessions.rows)
 full incr: table sessions is full: all its 6 rows are used (raise tables.define.sessions.rows)
 after errors: [6,"hello",5]
+cas types: [true,"bye",false,true,2,true,true,-9223372036854775808]
+incr columns float: {"score":2.5,"n":-9223372036854775806}
+cas full: table sessions is full: all its 6 rows are used (raise tables.define.sessions.rows)
+cas full, no match: false
+cas wrong type: table sessions, column n: want an int, got string
+cas too long: table sessions, column name: a string of 7 bytes is longer than the column's 5
+cas int8 range: table visits, column mark: 128 does not fit an int8
+cas unknown: table visits has no column nope
+incr columns unknown: table visits has no column nope
+incr columns string: table sessions, column name: incr and decr need an int or float column, not string(5)
+incr columns float for int: table visits, column mark: an int column is incremented by an int, got float
+incr columns not a number: table visits, column mark: incr and decr add an int or a float, got string
+incr columns list: table visits: incr and decr take an array of column names to amounts, got an integer key
+incr columns empty: table visits: incr and decr need at least one column
+incr columns and by: table visits: incr and decr with an array of columns take no third argument: the array says what to add
+after incr errors: [5,-9223372036854775806,6,54]
 new: "Call to private Peregrine\\Table::__construct() from global scope"
 clone: "Trying to clone an uncloneable object of class Peregrine\\Table"
 serialize: "Serialization of 'Peregrine\\Table' is not allowed"

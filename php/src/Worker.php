@@ -53,8 +53,14 @@ final class Worker
     /** Between a REQUEST and its DONE. */
     private bool $inRequest = false;
 
+    /** @var array<int, string> "METHOD /uri" of the requests in flight by id, for the log of their failures */
+    private array $naming = [];
+
     /** The server said STOP (or closed the pipe): it expects nothing more. */
     private bool $stopped = false;
+
+    /** The request loop of a concurrent worker, once it runs: streamed parts wait for room on it. */
+    private ?Async\Internal\Server $server = null;
 
     /**
      * @param resource $log where failures are reported
@@ -111,12 +117,17 @@ final class Worker
     }
 
     /**
-     * Serves requests until the server says stop: each one goes to $handler(Request): Response.
+     * Serves requests until the server says stop: each one goes to $handler(Request): Response,
+     * and, with $websocket, the events of the WebSocket connections the server holds go to it
+     * (docs/websocket.md).
      *
      * @param callable(Http\Request): Response $handler
      */
-    public function serve(callable $handler): void
+    public function serve(callable $handler, ?WebSocket\Handler $websocket = null): void
     {
+        if ($websocket !== null) {
+            $handler = Internal\WebSocketEvents::wrap($handler, $websocket);
+        }
         $this->watchLeaks();
         if ($this->native !== null) {
             $this->native->serve($handler);
@@ -125,11 +136,15 @@ final class Worker
         }
         $this->run(function (int $id, string $payload) use ($handler): string {
             $request = RequestDecoder::decode($payload);
+            $this->naming[$id] = $request->method . ' ' . $request->uri;
             [$response, $session] = $this->session($request->cookies, static fn (): mixed => $handler($request));
             if ($response instanceof \Throwable) {
                 return $this->fail($id, Handling::describe($response), $response);
             }
             if ($response instanceof Response) {
+                if ($this->concurrency > 1) {
+                    $session = self::unlessSet($session, static fn (string $name): bool => self::sets($response->headers, $name));
+                }
                 if (!\is_string($response->body)) {
                     return $this->stream($id, $response->status, self::withHeaders($response->headers, $session), $response->body);
                 }
@@ -150,10 +165,16 @@ final class Worker
      * ServerRequestInterface and returning a ResponseInterface. $factory implements the PSR-17
      * server request, stream, uploaded file and response factories, e.g. Nyholm's Psr17Factory.
      *
+     * With $websocket, the events of the WebSocket connections the server holds go to it
+     * (docs/websocket.md); $factory must then be a PSR-17 response factory too.
+     *
      * @throws \InvalidArgumentException if $handler or $factory is unusable; nothing is served then
      */
-    public function servePsr(callable|object $handler, object $factory): void
+    public function servePsr(callable|object $handler, object $factory, ?WebSocket\Handler $websocket = null): void
     {
+        if ($websocket !== null) {
+            $handler = Internal\PsrWebSocketEvents::wrap(Handling::psrHandler($handler), $factory, $websocket);
+        }
         $this->watchLeaks();
         if ($this->native !== null) {
             $this->native->servePsr($handler, $factory);
@@ -164,11 +185,15 @@ final class Worker
         $bridge = new PsrBridge($factory, $this->serverParams());
         $this->run(function (int $id, string $payload) use ($handle, $bridge): string {
             $request = RequestDecoder::decode($payload);
+            $this->naming[$id] = $request->method . ' ' . $request->uri;
             [$response, $session] = $this->session($request->cookies, static fn (): mixed => $handle($bridge->request($request)));
             if ($response instanceof \Throwable) {
                 return $this->fail($id, Handling::describe($response), $response);
             }
             if ($response instanceof ResponseInterface) {
+                if ($this->concurrency > 1) {
+                    $session = self::unlessSet($session, $response->hasHeader(...));
+                }
                 foreach ($session as [$name, $value]) {
                     $response = $response->withAddedHeader($name, $value);
                 }
@@ -220,6 +245,7 @@ final class Worker
         $globals = new Superglobals($this->serverParams());
         $this->run(function (int $id, string $payload) use ($globals, $script): string {
             $request = RequestDecoder::decode($payload);
+            $this->naming[$id] = $request->method . ' ' . $request->uri;
             try {
                 $response = $globals->run($request, $script);
 
@@ -272,6 +298,7 @@ final class Worker
                 $this->inRequest = true;
                 CurrentRequest::$id = $id; // for earlyHints() until the answer begins
                 $answer = $respond($id, $payload);
+                unset($this->naming[$id]);
                 CurrentRequest::$id = 0;
                 // A non-removable output buffer stays open for good: the next request would
                 // start inside it. Exit after the answer, so the server starts a clean worker.
@@ -320,6 +347,7 @@ final class Worker
             session_set_save_handler(new SessionRefusal($this->concurrency), false);
         }
         $server = new Async\Internal\Server(fn (string $line) => $this->log($line));
+        $this->server = $server;
         // The last word of a worker that exits by itself names the request whose fiber was
         // running when a fatal error (or exit()) ended the process: the server answers that one
         // 500 and logs it. The others in flight are lost with the process.
@@ -348,6 +376,7 @@ final class Worker
                 $connection->send(...),
                 function (int $id): void {
                     $this->lastId = $id;
+                    unset($this->naming[$id]);
                 },
                 function (): void {
                     if ($this->resetHooks !== []) {
@@ -370,7 +399,8 @@ final class Worker
 
     /**
      * inSession() for one request at a time; with concurrency, PHP's session and $_COOKIE are
-     * the process's, so the handler runs without them.
+     * the process's, so the handler runs without them, and the headers returned are those the
+     * request gave header() and setcookie().
      *
      * @param array<string, mixed> $cookies
      * @param \Closure(): mixed     $handle
@@ -384,7 +414,10 @@ final class Worker
         }
         try {
             // An Amp promise, or a generator coroutine (Aerys style), is run to its value.
-            return [Async\Internal\Amp::settle($handle()), []];
+            $result = Async\Internal\Amp::settle($handle());
+
+            // What PHP's header() and setcookie() gave this request (native runtime).
+            return [$result, Async\Internal\Server::headers()];
         } catch (Async\CancelledException $e) {
             throw $e; // the server's CANCEL: the request ends without an answer (Async\Internal\Server)
         } catch (\Throwable $e) {
@@ -418,6 +451,7 @@ final class Worker
                 }
                 $this->connection->send($begun ? Frame::body($id, $part, $flags) : Frame::response($id, $status, $headers, $part, $flags));
                 $begun = true;
+                $this->server?->room($id); // direct mode: the next part once the client took enough
             }
         } catch (ProtocolError $e) {
             throw $e;
@@ -474,6 +508,33 @@ final class Worker
     }
 
     /**
+     * The header() and setcookie() pairs of a concurrent request whose names its response does
+     * not set: a header of the response replaces them, as it replaces header()'s on the native
+     * runtime with one request at a time (NativeServer::send()).
+     *
+     * @param list<array{string, string}> $pairs
+     * @param \Closure(string): bool      $set   whether the response sets a header of that name
+     *
+     * @return list<array{string, string}>
+     */
+    private static function unlessSet(array $pairs, \Closure $set): array
+    {
+        return $pairs === [] ? [] : array_values(array_filter($pairs, static fn (array $pair): bool => !$set($pair[0])));
+    }
+
+    /** @param array<string|int, mixed> $headers */
+    private static function sets(array $headers, string $name): bool
+    {
+        foreach ($headers as $key => $_) {
+            if (strcasecmp((string) $key, $name) === 0) {
+                return true;
+            }
+        }
+
+        return false;
+    }
+
+    /**
      * Adds header pairs to a header map.
      *
      * @param array<string|int, mixed>     $headers
@@ -517,10 +578,10 @@ final class Worker
         }
     }
 
-    /** Reports a failed request and returns its 500 response. */
+    /** Reports a failed request, naming it, and returns its 500 response. */
     private function fail(int $id, string $message, ?\Throwable $e = null): string
     {
-        $this->log($message);
+        $this->log($message . (isset($this->naming[$id]) ? ' (request "' . $this->naming[$id] . '")' : ''));
         $body = 'Internal Server Error';
         if (Handling::debug()) {
             $body .= "\n\n" . ($e ?? $message);

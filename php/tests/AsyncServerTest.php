@@ -58,6 +58,82 @@ final class AsyncServerTest extends TestCase
     }
 
     /**
+     * A CANCEL read while the request's fiber is woken (what it awaited completed) but not yet
+     * resumed still stops it at its next wait: it ends with DONE alone, at once, not after its
+     * minute-long wait (the server would have killed the worker a second after its CANCEL).
+     */
+    public function testCancelReachesAFiberWokenButNotResumed(): void
+    {
+        $worker = new WorkerProcess(__DIR__ . '/fixtures/async-worker.php', ['PEREGRINE_CONCURRENCY' => '4']);
+        $worker->ready();
+        $worker->write(self::request(1, '/?id=1&gate=g&ms=60000') . self::request(2, '/?id=2&open=g'));
+        $hints = $worker->readFrame();
+        self::assertSame([Frame::HINTS, 2], [$hints['type'], $hints['id']], $worker->errors());
+        $worker->write(Frame::encode(9, 1, '')); // read while request 1 is woken, not resumed
+        $ended = [];
+        for ($i = 0; $i < 3; ++$i) {
+            $frame = $worker->readFrame();
+            $ended[] = [$frame['type'], $frame['id']];
+        }
+        sort($ended);
+        self::assertSame([[Frame::RESPONSE, 2], [Frame::DONE, 1], [Frame::DONE, 2]], $ended);
+        self::assertSame(0, $worker->wait(), $worker->errors());
+    }
+
+    /**
+     * Failures interleave in a concurrent worker's log: the line of an uncaught exception names
+     * its request (method and URI), and an async() that failed with nobody awaiting it is
+     * logged with the request it worked for, not lost.
+     */
+    public function testFailuresAreLoggedWithTheirRequest(): void
+    {
+        $worker = new WorkerProcess(__DIR__ . '/fixtures/async-worker.php', ['PEREGRINE_CONCURRENCY' => '4']);
+        $worker->ready();
+        $worker->write(self::request(1, '/?id=1&ms=5&throw=1') . self::request(2, '/?id=2&ms=1&orphan=1'));
+        $answers = [$worker->readResponse(), $worker->readResponse()];
+        usort($answers, static fn (array $a, array $b): int => $a['id'] <=> $b['id']);
+        self::assertSame([500, 200], array_column($answers, 'status'));
+        self::assertSame(0, $worker->wait(), $worker->errors());
+        self::assertMatchesRegularExpression('{^Uncaught RuntimeException: thrown after the wait in \S+async-worker\.php:\d+ \(request "GET /\?id=1&ms=5&throw=1"\)$}m', $worker->errors());
+        self::assertMatchesRegularExpression('{^peregrine: a Future failed and nobody awaited it \(request /\): Uncaught RuntimeException: nobody awaited me in \S+async-worker\.php:\d+$}m', $worker->errors());
+    }
+
+    /**
+     * A CANCEL read after the request's fiber ended but before its DONE went out: the answer
+     * and one DONE go out (the server drops the answer), and the worker goes on.
+     */
+    public function testCancelOfARequestThatJustEndedEndsItOnce(): void
+    {
+        $worker = new WorkerProcess(__DIR__ . '/fixtures/async-worker.php', ['PEREGRINE_CONCURRENCY' => '4']);
+        $worker->ready();
+        $worker->write(self::request(2, '/?id=2&open=nobody'));
+        $hints = $worker->readFrame();
+        self::assertSame([Frame::HINTS, 2], [$hints['type'], $hints['id']], $worker->errors());
+        $worker->write(Frame::encode(9, 2, '') . self::request(3, '/?id=3&ms=0')); // read as its fiber ends
+        $ended = $worker->readResponse();
+        self::assertSame([2, 200, 'id=2'], [$ended['id'], $ended['status'], $ended['body']]);
+        $next = $worker->readResponse(); // no second DONE for 2 before it
+        self::assertSame([3, 200], [$next['id'], $next['status']]);
+        self::assertSame(0, $worker->wait(), $worker->errors());
+    }
+
+    /**
+     * Every request runs in a new Fiber: what a library keeps per fiber (a WeakMap keyed by
+     * Fiber::getCurrent(), the current user) is not seen by a later request.
+     */
+    public function testEveryRequestRunsInAFiberOfItsOwn(): void
+    {
+        $worker = new WorkerProcess(__DIR__ . '/fixtures/async-worker.php', ['PEREGRINE_CONCURRENCY' => '4']);
+        $worker->ready();
+        for ($id = 1; $id <= 5; ++$id) {
+            $worker->write(self::request($id, "/?id=$id&fiber=1"));
+            $answer = $worker->readResponse();
+            self::assertSame([$id, 'fresh'], [$answer['id'], $answer['body']]);
+        }
+        self::assertSame(0, $worker->wait(), $worker->errors());
+    }
+
+    /**
      * earlyHints() in a request's fiber, before or after it waited, or in an async() fiber of it,
      * sends HINTS with that request's id while other requests run in between.
      */

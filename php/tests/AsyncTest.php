@@ -71,13 +71,28 @@ final class AsyncTest extends TestCase
         self::assertCount(200, $values);
     }
 
-    public function testAFiberWhoseWorkEndedRunsTheNextWork(): void
+    /**
+     * Each work runs in a new Fiber, never in one whose work ended: what a library keeps per
+     * fiber (a WeakMap keyed by Fiber::getCurrent()) is gone for the next work, one after another
+     * and side by side.
+     */
+    public function testEveryWorkRunsInAFiberOfItsOwn(): void
     {
-        $fiber = static fn (): int => spl_object_id(\Fiber::getCurrent());
-        $first = await(async($fiber));
-        self::assertSame($first, await(async($fiber)), 'the second work ran in a new fiber');
+        $perFiber = new \WeakMap();
+        $work = static function () use ($perFiber): bool {
+            $seen = isset($perFiber[\Fiber::getCurrent()]);
+            $perFiber[\Fiber::getCurrent()] = 'the user of an earlier work';
+            delay(0.001);
 
-        // A late cancel of the first work's Future leaves the fiber's next work alone.
+            return $seen;
+        };
+        for ($i = 0; $i < 3; ++$i) {
+            self::assertFalse(await(async($work)), "work $i saw an earlier work's fiber");
+        }
+        self::assertSame(array_fill(0, 50, false), awaitAll(array_map(static fn (): Future => async($work), range(1, 50))));
+        self::assertCount(0, $perFiber, 'an ended fiber is kept');
+
+        // A late cancel of an ended work's Future touches no later work.
         $done = async(static fn (): int => 1);
         self::assertSame(1, await($done));
         $next = async(static function (): string {
@@ -87,6 +102,172 @@ final class AsyncTest extends TestCase
         });
         $done->cancel();
         self::assertSame('not cancelled', await($next));
+    }
+
+    /**
+     * A cancel is never lost, whatever state the fiber is in when it comes (a request's CANCEL
+     * must end it, or the server kills the whole worker). Each case's work waits a minute after
+     * the point it is cancelled at; await()'s deadline tells a lost cancel from a kept one.
+     *
+     * @return iterable<string, array{\Closure(\Closure(): void): \Closure(): mixed, bool}>
+     *         a setup given cancel(), returning the work's Future's result getter; whether
+     *         the work must fail with the cancellation
+     */
+    public static function cancelStates(): iterable
+    {
+        yield 'not started: its work never runs' => [static function (\Closure $cancel): \Closure {
+            $ran = false;
+            $f = async(static function () use (&$ran): void {
+                $ran = true;
+            });
+            $cancel($f);
+
+            return static function () use ($f, &$ran): mixed {
+                try {
+                    return await($f, 5);
+                } finally {
+                    self::assertFalse($ran, 'the work of a task cancelled before it started ran');
+                }
+            };
+        }, true];
+        yield 'waiting' => [static function (\Closure $cancel): \Closure {
+            $started = false;
+            $f = async(static function () use (&$started): void {
+                $started = true;
+                Loop::get()->suspension()->suspend(); // a wait only the cancel ends
+            });
+            Loop::get()->run(static fn (): bool => $started);
+            $cancel($f);
+
+            return static fn (): mixed => await($f, 5);
+        }, true];
+        yield 'woken, not yet resumed: it keeps what it waited for' => [static function (\Closure $cancel): \Closure {
+            $s = null;
+            $got = null;
+            $f = async(static function () use (&$s, &$got): void {
+                $s = Loop::get()->suspension();
+                $got = $s->suspend();
+                delay(60);
+            });
+            Loop::get()->run(static fn (): bool => $s !== null);
+            $s->resume('the value');
+            $cancel($f);
+
+            return static function () use ($f, &$got): mixed {
+                try {
+                    return await($f, 5);
+                } finally {
+                    self::assertSame('the value', $got);
+                }
+            };
+        }, true];
+        yield 'woken by a timeout, not yet resumed' => [static function (\Closure $cancel): \Closure {
+            $s = null;
+            $f = async(static function () use (&$s): void {
+                $s = Loop::get()->suspension();
+                try {
+                    $s->suspend();
+                } catch (\RuntimeException) {
+                }
+                delay(60);
+            });
+            Loop::get()->run(static fn (): bool => $s !== null);
+            $s->throw(new \RuntimeException('its own timeout'));
+            $cancel($f);
+
+            return static fn (): mixed => await($f, 5);
+        }, true];
+        yield 'running: cancelled by itself' => [static function (\Closure $cancel): \Closure {
+            $self = null;
+            $f = async(static function () use (&$self, $cancel): void {
+                $cancel($self);
+                delay(60);
+            });
+            $self = $f;
+
+            return static fn (): mixed => await($f, 5);
+        }, true];
+        yield 'running a plain Fiber that waits' => [static function (\Closure $cancel): \Closure {
+            $f = null;
+            $canceller = async(static function () use (&$f, $cancel): void {
+                delay(0.01);
+                $cancel($f);
+            });
+            $f = async(static function (): void {
+                $plain = new \Fiber(static fn () => delay(60));
+                $plain->start();
+            });
+
+            return static function () use ($f, $canceller): mixed {
+                await($canceller);
+
+                return await($f, 5);
+            };
+        }, true];
+        yield 'ended, its Future not yet observed: it keeps its value' => [static function (\Closure $cancel): \Closure {
+            $f = async(static fn (): string => 'answered');
+            Loop::get()->run(static fn (): bool => $f->isComplete());
+            $cancel($f);
+
+            return static fn (): mixed => await($f, 5);
+        }, false];
+    }
+
+    /** @dataProvider cancelStates */
+    public function testACancelIsNeverLost(\Closure $setup, bool $fails): void
+    {
+        $reason = new CancelledException('the server cancelled it');
+        $result = $setup(static function (?Future $f) use ($reason): void {
+            $f?->cancel($reason);
+        });
+        try {
+            $value = $result();
+            self::assertFalse($fails, 'the work ran to its end: the cancel was lost');
+            self::assertSame('answered', $value);
+        } catch (TimeoutException $e) {
+            self::fail('the cancel was lost: the work still waited after 5 s');
+        } catch (CancelledException $e) {
+            self::assertTrue($fails);
+            self::assertSame($reason, $e);
+        }
+    }
+
+    /**
+     * A failure nobody awaits is logged once its Future is dropped; one that was awaited, a
+     * cancellation, and a success are not.
+     */
+    public function testAFailureNobodyAwaitsIsLogged(): void
+    {
+        $loop = Loop::get();
+        $warn = new \ReflectionProperty(Loop::class, 'warn');
+        $saved = $warn->getValue($loop);
+        $log = [];
+        $loop->setWarn(static function (string $line) use (&$log): void {
+            $log[] = $line;
+        });
+        try {
+            $ignored = async(static function (): never {
+                delay(0.001);
+                throw new \DomainException('nobody saw me');
+            });
+            $awaited = async(static fn (): never => throw new \DomainException('seen'));
+            $cancelled = async(static fn () => delay(10));
+            $fine = async(static fn (): int => 1);
+            $loop->run(static fn (): bool => $awaited->isComplete() && $fine->isComplete());
+            $cancelled->cancel();
+            try {
+                await($awaited);
+            } catch (\DomainException) {
+            }
+            $loop->run(static fn (): bool => $ignored->isComplete() && $cancelled->isComplete());
+            unset($awaited, $cancelled, $fine);
+            self::assertSame([], $log);
+            unset($ignored);
+            self::assertCount(1, $log);
+            self::assertStringStartsWith('peregrine: a Future failed and nobody awaited it (outside any request): Uncaught DomainException: nobody saw me in ' . __FILE__, $log[0]);
+        } finally {
+            $loop->setWarn($saved);
+        }
     }
 
     public function testBeforeWaitRunsAfterTheResumedFibersOfEachTick(): void
@@ -118,22 +299,6 @@ final class AsyncTest extends TestCase
         $loop->run(static fn (): bool => true);
         delay(0.001);
         self::assertCount($count, $log, 'a cancelled callback ran');
-    }
-
-    public function testIdleFibersAreBounded(): void
-    {
-        $ids = [];
-        $work = static function () use (&$ids): void {
-            delay(0.001);
-            $ids[spl_object_id(\Fiber::getCurrent())] = true;
-        };
-        $idle = new \ReflectionProperty(Loop::class, 'idle');
-        foreach ([1, 2] as $round) {
-            $ids = [];
-            awaitAll(array_map(static fn (): Future => async($work), range(1, 300)));
-            self::assertCount(300, $ids, "round $round: 300 works at once need 300 fibers");
-            self::assertCount(256, $idle->getValue(Loop::get()), "round $round: 256 fibers kept, 44 ended");
-        }
     }
 
     public function testAwaitInsideAFiberWaitsForAnotherFiber(): void
@@ -190,6 +355,50 @@ final class AsyncTest extends TestCase
         } catch (CancelledException) {
         }
         self::assertFalse($after);
+    }
+
+    /**
+     * A plain Fiber of a task that waits runs the loop inside it: the fibers scheduled in the same
+     * tick after that task run there too, rather than wait behind it (here one of them completes
+     * what the plain Fiber waits for).
+     */
+    public function testAWaitInAPlainFiberRunsTheFibersScheduledBesideIt(): void
+    {
+        $gate = new Future();
+        $waiter = async(static function () use ($gate): string {
+            $plain = new \Fiber(static fn (): string => await($gate));
+            $plain->start();
+
+            return $plain->getReturn();
+        });
+        $opener = async(static function () use ($gate): void {
+            $gate->resolve('opened');
+        });
+        self::assertSame('opened', await($waiter, 5));
+        await($opener);
+    }
+
+    /**
+     * A wait outside the loop's fibers (the main script, a plain Fiber) that is over once the
+     * deferred callbacks of a tick ran returns then, without the tick waiting for the next timer
+     * first (30 s away here).
+     */
+    public function testAWaitThatEndsInATickDoesNotWaitForTheNextTimer(): void
+    {
+        $loop = Loop::get();
+        $fired = false;
+        $timer = $loop->delay(30, static function () use (&$fired): void {
+            $fired = true;
+        });
+        try {
+            self::assertSame(1, await(async(static fn (): int => 1)));
+            $plain = new \Fiber(static fn (): int => await(async(static fn (): int => 2)));
+            $plain->start();
+            self::assertSame(2, $plain->getReturn());
+            self::assertFalse($fired);
+        } finally {
+            $loop->cancel($timer);
+        }
     }
 
     public function testAwaitAllThrowsTheFirstFailureAfterAllComplete(): void

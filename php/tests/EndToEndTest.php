@@ -82,7 +82,7 @@ final class EndToEndTest extends TestCase
         $this->assertSame(200, $after['status']);
         $this->assertSame(2, json_decode($after['body'], true)['served']);
         $this->assertSame(0, $worker->wait());
-        $this->assertMatchesRegularExpression('{^Uncaught RuntimeException: thrown on purpose in .*raw-worker\.php:\d+$}m', $worker->errors());
+        $this->assertMatchesRegularExpression('{^Uncaught RuntimeException: thrown on purpose in .*raw-worker\.php:\d+ \(request "GET /throw"\)$}m', $worker->errors());
     }
 
     public function testStrayOutputDoesNotTouchTheFrames(): void

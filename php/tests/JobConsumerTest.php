@@ -31,6 +31,7 @@ final class JobConsumerTest extends TestCase
         })(self::jobRequest('{"to":"a@example.org","n":[1,2]}'));
 
         $this->assertSame(200, $response->status);
+        $this->assertSame('done', $response->headers['x-peregrine-job'] ?? null);
         $this->assertInstanceOf(Job::class, $seen);
         $this->assertSame('0123456789abcdef0123456789abcdef', $seen->id);
         $this->assertSame('emails', $seen->pipeline);

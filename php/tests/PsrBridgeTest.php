@@ -138,7 +138,7 @@ final class PsrBridgeTest extends TestCase
         $this->assertSame(500, $string['status']);
         $log = $w->log();
         $this->assertStringStartsWith('Uncaught RuntimeException: psr failure in ', $log[0]);
-        $this->assertSame('The handler returned string, not a Psr\Http\Message\ResponseInterface', $log[1]);
+        $this->assertSame('The handler returned string, not a Psr\Http\Message\ResponseInterface (request "GET /string")', $log[1]);
     }
 
     public function testServePsrTakesAHandlerObject(): void

@@ -89,7 +89,8 @@ final class WorkerTest extends TestCase
         $this->assertSame('Internal Server Error', $failed['body'], 'no trace without debug');
         $this->assertSame([['Content-Type', 'text/plain; charset=utf-8']], $failed['headers']);
         $this->assertSame(['id' => 2, 'status' => 200, 'headers' => [], 'body' => 'fine'], $ok);
-        $this->assertSame(['Uncaught RuntimeException: boom second line in ' . __FILE__ . ':' . $line], $w->log());
+        // One line, naming the request (several in flight interleave in a concurrent worker's log).
+        $this->assertSame(['Uncaught RuntimeException: boom second line in ' . __FILE__ . ':' . $line . ' (request "GET /throw")'], $w->log());
     }
 
     public function testErrorsAreCaughtToo(): void
@@ -142,7 +143,7 @@ final class WorkerTest extends TestCase
         });
 
         $this->assertSame([500, 204], array_column($w->responses(), 'status'));
-        $this->assertSame(["The handler returned $type, not a Peregrine\\Http\\Response"], $w->log());
+        $this->assertSame(["The handler returned $type, not a Peregrine\\Http\\Response (request \"GET /\")"], $w->log());
     }
 
     /** @return array<string, array{mixed, string}> */

@@ -81,6 +81,11 @@ Peregrine\Worker::create()->onReset(function () use (&$after): void {
             ], JSON_THROW_ON_ERROR));
         case '/pid':
             return new Response(200, ['Content-Type' => 'text/plain'], (string) getmypid());
+        case '/document-root':
+            // Whether $_SERVER has DOCUMENT_ROOT, and what (direct and proxied modes compared).
+            return new Response(200, ['Content-Type' => 'application/json'], json_encode([
+                'set' => array_key_exists('DOCUMENT_ROOT', $_SERVER), 'value' => $_SERVER['DOCUMENT_ROOT'] ?? null,
+            ], JSON_THROW_ON_ERROR));
         case '/served':
             return new Response(200, [], getmypid() . ' ' . $served);
         case '/crash':

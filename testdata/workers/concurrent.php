@@ -10,6 +10,8 @@
 //                       /hints, early hints Link </T-2.css>, answers T
 //   /finally?ms=N       sleeps N ms in a try; its finally writes "finally ran" to STDERR
 //   /upload             a multipart form: its fields and each file's name and size, as JSON
+//   /count?out=F&ms=N   appends its pid to file F as it begins, sleeps N ms, answers "ok": a
+//                       trace of every execution (a request PHP read never runs twice)
 //   /barrier?n=N        waits, in usleep(1000) steps, until N requests have arrived (at most
 //                       30 s): "met" proves N requests waited in this one process at once
 declare(strict_types=1);
@@ -32,6 +34,11 @@ Peregrine\Worker::create()->serve(function (Request $r) use (&$arrived, &$hinted
         while (true) {
             $hog[] = str_repeat('x', 1 << 20);
         }
+    }
+    if ($r->path === '/count') {
+        file_put_contents((string) $r->queryParams['out'], getmypid() . "\n", FILE_APPEND);
+        $sleep($ms * 1000);
+        return new Response(200, [], 'ok');
     }
     if ($r->path === '/session') {
         session_start();

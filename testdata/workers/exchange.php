@@ -22,6 +22,26 @@ Peregrine\Worker::create()->serveGlobals(function (): void {
             fastcgi_finish_request();
             usleep($ms * 1000);
             return;
+        case '/finish-hash':
+            // The answer leaves first; the body is read after it, as Laravel's and Symfony's
+            // terminate() may: its length and hash go to the file named by ?out, for the test.
+            echo 'answered';
+            fastcgi_finish_request();
+            usleep($ms * 1000);
+            $body = file_get_contents('php://input');
+            file_put_contents($_GET['out'] . '.tmp', strlen($body) . ' ' . hash('sha256', $body));
+            rename($_GET['out'] . '.tmp', $_GET['out']);
+            return;
+        case '/refuse':
+            // A request refused without reading its body (a framework's 405), optionally with
+            // work after the answer.
+            http_response_code(405);
+            echo 'refused';
+            if (isset($_GET['finish'])) {
+                fastcgi_finish_request();
+                usleep($ms * 1000);
+            }
+            return;
         case '/fatal':
             // Exhausting memory_limit: a fatal error, answered 500; the worker then exits. The
             // body, if any, is never read.

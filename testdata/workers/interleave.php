@@ -4,14 +4,18 @@
 // side of workers.concurrency is tested against it, independently of the PHP library's loop.
 //
 //   /sleep?ms=N&tag=T   answers T (and the pid) after N ms
-//   /stream?parts=N&ms=M&tag=T  streams N parts "T:i\n", one every M ms (FLUSH)
+//   /stream?parts=N&ms=M&tag=T  streams N parts "T:i\n", one every M ms (FLUSH); &pad=P adds
+//                       P bytes to each part
+//   /spin?ms=N&tag=T    a CPU loop of N ms that holds the whole process, then answers T and
+//                       the pid: a request stuck in a loop blocks every other one of its worker
 //   /hang               never answers and ignores CANCEL: it "blocks the worker"
 //   /exit               answers, then says DONE with LAST and exits at once (its last word names
 //                       the last request it took: the ones after it go to another worker)
 //   /die                says DONE with LAST for no request (a fatal error's shutdown) and exits
 //   /fatal              says DONE with LAST for itself, unanswered, and exits: a fatal error in its
 //                       fiber, named as the PHP library's shutdown function names it
-// CANCEL ends a request at once with DONE and no answer (except /hang).
+// CANCEL ends a request at once with DONE and no answer (except /hang). A REQUEST whose id is
+// not above the last one's is answered with ERROR: the server writes them in id order.
 declare(strict_types=1);
 
 if (getenv('PEREGRINE_PROTOCOL') !== '3') {
@@ -86,6 +90,11 @@ while (true) {
                 }
                 continue;
             }
+            if ($id <= $lastRead) {
+                // The server writes requests in id order: the last word below relies on it.
+                send(frame(5, 0, 0, "request $id after request $lastRead: ids out of order"));
+                exit(70);
+            }
             $lastRead = $id; // the last REQUEST taken, for the last word: later ones go elsewhere
             $headLength = unpack('V', $payload)[1];
             $fields = explode("\0", substr($payload, 4, $headLength));
@@ -102,12 +111,13 @@ while (true) {
                     break;
                 case '/stream':
                     $parts = (int) ($q['parts'] ?? 3);
+                    $pad = str_repeat('p', (int) ($q['pad'] ?? 0));
                     $st = new stdClass(); // parts sent so far, per request
                     $st->sent = 0;
-                    $timers[$id] = [$now() + $ms / 1000, static function () use ($id, $tag, $parts, $st): bool {
+                    $timers[$id] = [$now() + $ms / 1000, static function () use ($id, $tag, $parts, $st, $pad): bool {
                         $more = $st->sent + 1 < $parts;
                         $flags = $more ? 3 : 0;
-                        $part = "$tag:{$st->sent}\n";
+                        $part = "$tag:{$st->sent}\n" . $pad;
                         send($st->sent === 0 ? response($id, 200, $part, $flags) : frame(6, $flags, $id, $part));
                         if (!$more) {
                             send(frame(8, 0, $id, ''));
@@ -115,6 +125,11 @@ while (true) {
                         $st->sent++;
                         return !$more;
                     }, $path, $ms / 1000];
+                    break;
+                case '/spin':
+                    for ($until = $now() + $ms / 1000; $now() < $until;) {
+                    }
+                    send(response($id, 200, $tag . ' ' . getmypid()) . frame(8, 0, $id, ''));
                     break;
                 case '/hang':
                     $timers[$id] = [$now() + 3600, static fn (): bool => false, $path, 3600.0];

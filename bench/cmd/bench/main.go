@@ -190,6 +190,12 @@ func run(quick bool, only string, runs int, peregrine, outDir string, keep bool)
 		}
 		done("jobs")
 	}
+	if selected("websocket") { // websocket.go (issue 26)
+		if rep.websocket, err = lab.websocketScenario(p); err != nil {
+			return err
+		}
+		done("websocket")
+	}
 	rep.elapsed = time.Since(started)
 
 	if err := os.MkdirAll(outDir, 0o755); err != nil {

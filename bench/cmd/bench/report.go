@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/peregrinephp/peregrine/bench/wsload"
 )
 
 // report holds everything measured, and writes it as markdown and as a chart.
@@ -29,6 +31,8 @@ type report struct {
 	techempower []*comparison // techempower.go
 	concurrency *concResult   // concurrency.go
 	jobs        *jobsResult   // jobsbench.go
+
+	websocket *wsload.Result // websocket.go
 }
 
 func median(xs []float64) float64 {
@@ -114,6 +118,9 @@ func fmtDur(d time.Duration) string {
 	switch {
 	case d <= 0:
 		return "–"
+	case d < 10*time.Microsecond:
+		// Tenths: a server's CPU a request is a few µs, and a whole µs is a tenth of it.
+		return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond))
 	case d < time.Millisecond:
 		return fmt.Sprintf("%d µs", d.Microseconds())
 	case d < 10*time.Millisecond:
@@ -328,6 +335,7 @@ func (r *report) markdown() string {
 	techempowerMarkdown(&b, r.techempower)
 	b.WriteString(r.concurrency.markdown())
 	b.WriteString(r.jobs.markdown())
+	b.WriteString(websocketMarkdown(r.websocket))
 
 	return b.String()
 }
@@ -568,7 +576,8 @@ func systemColor(s string) int {
 
 func shortName(s string) string {
 	return map[string]string{sysRaw: "Peregrine|raw", sysPSR: "Peregrine|PSR-7", sysFPM: "nginx +|PHP-FPM",
-		sysPreload: "PHP-FPM|+ preload", sysPHPS: "php -S", sysGo: "Go|net/http", sysPeregr: "Peregrine"}[s]
+		sysPreload: "PHP-FPM|+ preload", sysPHPS: "php -S", sysGo: "Go|net/http", sysPeregr: "Peregrine",
+		sysDirect: "Peregrine|direct"}[s]
 }
 
 func kilo(v float64) string {

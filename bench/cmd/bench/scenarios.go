@@ -69,11 +69,12 @@ func quickPlan() plan {
 }
 
 // scenarioNames lists what -only takes, in the order the scenarios run.
-const scenarioNames = "hello, delay, framework, classic, front, memory, highloadcup, techempower, concurrency, jobs"
+const scenarioNames = "hello, delay, framework, classic, front, memory, highloadcup, techempower, concurrency, jobs, websocket"
 
 func validScenario(s string) bool {
 	switch s {
-	case "hello", "delay", "framework", "memory", "classic", "front", "highloadcup", "techempower", "concurrency", "jobs":
+	case "hello", "delay", "framework", "memory", "classic", "front", "highloadcup", "techempower", "concurrency", "jobs",
+		"websocket":
 		return true
 	}
 	return false
@@ -178,6 +179,7 @@ const (
 	sysClassic = "Peregrine classic"
 	sysFork    = "Peregrine, workers.fork"
 	sysNative  = "Peregrine raw, native runtime"
+	sysDirect  = "Peregrine direct" // http.direct: the workers answer HTTP themselves (docs/direct.md)
 	sysCLI     = "Peregrine raw, cli runtime"
 	sysCLIMem  = "Peregrine, cli runtime"
 	sysNginx   = "nginx (static)"
@@ -191,6 +193,9 @@ func (l *lab) helloScenario(p plan) ([]*comparison, error) {
 		servers, err := l.startAll(
 			func() (*server, error) { return l.startPeregrine(sysRaw, "bench/apps/hello/raw.php", w, nil) },
 			func() (*server, error) { return l.startPeregrine(sysPSR, "bench/apps/hello/psr.php", w, nil) },
+			func() (*server, error) {
+				return l.startPeregrineWith(sysDirect, peregrineOptions{script: "bench/apps/hello/raw.php", workers: w, direct: true})
+			},
 			func() (*server, error) {
 				return l.startFPM(sysFPM, fpmOptions{docroot: "bench/apps/hello", workers: w, backlog: fpmBacklog})
 			},
@@ -222,6 +227,9 @@ func (l *lab) delayScenario(p plan) ([]*comparison, error) {
 	for _, w := range p.delayWorkers {
 		servers, err := l.startAll(
 			func() (*server, error) { return l.startPeregrine(sysPeregr, "bench/apps/delay/worker.php", w, nil) },
+			func() (*server, error) {
+				return l.startPeregrineWith(sysDirect, peregrineOptions{script: "bench/apps/delay/worker.php", workers: w, direct: true})
+			},
 			func() (*server, error) {
 				return l.startFPM(sysFPM, fpmOptions{docroot: "bench/apps/delay", workers: w, backlog: fpmBacklog})
 			},

@@ -261,6 +261,7 @@ type peregrineOptions struct {
 	path    string            // the path measured (and checked at start), "/" when empty
 	tls     bool              // HTTPS (and HTTP/2 by ALPN) with the lab's certificate: http.tls.cert/key
 	fork    bool              // workers.fork: the workers are forked from a template process
+	direct  bool              // http.direct: the workers answer HTTP themselves, no compression
 }
 
 // classicIni is the OPcache setup PHP-FPM gets (fpmIni), for Peregrine's classic mode: there too
@@ -277,6 +278,9 @@ func (l *lab) startPeregrineWith(label string, o peregrineOptions) (*server, err
 	fmt.Fprintf(&b, "http:\n  address: 127.0.0.1:%d\n", port)
 	if o.root != "" {
 		fmt.Fprintf(&b, "  root: %q\n", l.abs(o.root))
+	}
+	if o.direct {
+		b.WriteString("  direct: true\n  compression: []\n")
 	}
 	scheme := "http"
 	if o.tls {

@@ -184,6 +184,9 @@ func (l *lab) techempowerOn(d tfbDB, withPlain bool, w, conns int, dur time.Dura
 			return l.startPeregrineWith(sysPeregr, peregrineOptions{script: "examples/techempower/worker.php", workers: w, env: d.env(), path: "/plaintext"})
 		},
 		func() (*server, error) {
+			return l.startPeregrineWith(sysDirect, peregrineOptions{script: "examples/techempower/worker.php", workers: w, env: d.env(), path: "/plaintext", direct: true})
+		},
+		func() (*server, error) {
 			// php-fpm.conf is an ini file: the DSN's '=' and ';' need quotes there.
 			env := map[string]string{}
 			for k, v := range d.env() {

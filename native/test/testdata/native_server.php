@@ -9,6 +9,62 @@ use Peregrine\Http\Response;
 use Peregrine\Http\UploadedFile;
 use Peregrine\Internal\NativeServer;
 
+/**
+ * Whether $r, built by peregrine_request_object(), is the Request that Request::fromFrame()
+ * builds from peregrine_request() (as NativeServer built it before): the same properties
+ * initialised, the same values once read, the same errors when code outside the class writes or
+ * unsets them. "same", or both states.
+ */
+function compareRequests(Request $r): string
+{
+    [$fields, $headers] = \peregrine_request();
+    $length = $fields[12];
+    $hasBody = $length !== '0' && ($length !== '' || ($fields[0] !== 'GET' && $fields[0] !== 'HEAD'));
+    $old = Request::fromFrame($fields, $headers, $hasBody ? (string) file_get_contents('php://input') : '', []);
+    $states = [requestState($r), requestState($old)];
+
+    return $states[0] === $states[1] ? 'same' : var_export($states, true);
+}
+
+/** @return array<string, mixed> */
+function requestState(Request $r): array
+{
+    $state = ['class' => $r::class];
+    $props = array_filter((new ReflectionClass($r))->getProperties(), static fn (ReflectionProperty $p): bool => !$p->isStatic());
+    foreach ($props as $p) {
+        $state['initialized'][$p->getName()] = $p->isInitialized($r);
+    }
+    // Writes and unsets from outside the class, before and after the lazy properties are read.
+    foreach ([0, 1] as $round) {
+        foreach ($props as $p) {
+            $name = $p->getName();
+            foreach (['write' => static function () use ($r, $name): void {
+                $r->{$name} = null;
+            }, 'append' => static function () use ($r, $name): void {
+                $r->{$name}[] = 'x';
+            }, 'unset' => static function () use ($r, $name): void {
+                unset($r->{$name});
+            }] as $what => $change) {
+                try {
+                    $change();
+                    $state['changes'][$round][$name][$what] = 'allowed';
+                } catch (Error $e) {
+                    $state['changes'][$round][$name][$what] = $e::class . ': ' . $e->getMessage();
+                }
+            }
+            if ($p->isPublic()) {
+                $state['value'][$name] = $r->{$name};
+            }
+        }
+    }
+    foreach ($props as $p) {
+        $state['value'][$p->getName()] = $p->getValue($r);
+    }
+    $state['after'] = serialize($r);
+
+    return $state;
+}
+
 $server = new NativeServer();
 $resets = 0;
 $server->onReset(function () use (&$resets): void {
@@ -20,6 +76,19 @@ switch (getenv('NATIVE_MODE')) {
         $server->serve(function (Request $r) use (&$resets): Response {
             if ($r->path === '/headers') {
                 return new Response(200, [], json_encode($r->headers, JSON_THROW_ON_ERROR));
+            }
+            if ($r->path === '/memory') {
+                return new Response(200, [], (string) memory_get_usage());
+            }
+            if ($r->path === '/answer') {
+                // Read every lazy property, answer with repeated headers and no Content-Type.
+                return new Response(200, ['X-N' => ['1', '2'], 'Set-Cookie' => 'a=1'],
+                    serialize([$r->queryParams, $r->cookies, $r->parsedBody, $r->files, $r->body]));
+            }
+            if ($r->path === '/compare') {
+                $verdict = compareRequests($r);
+
+                return new Response(200, ['X-Compare' => $verdict === 'same' ? 'same' : 'differ'], $verdict); // a HEAD has no body
             }
             if ($r->path === '/throw') {
                 echo 'stray output';

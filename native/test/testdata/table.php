@@ -61,6 +61,11 @@ for ($i = 100; $i < 200; $i += 2) {
     $v->del($i);
 }
 line('churn', [$v->count(), count($v->where('user', 0)) + count($v->where('user', 1)) + count($v->where('user', 2))]);
+line('incr columns', [$v->incr(500, ['visited_at' => 5, 'mark' => 2]), $v->incr(500, ['mark' => -3, 'visited_at' => 1]), $v->decr(500, ['mark' => 1]), $v->get(500)]);
+line('incr columns indexed', [$v->incr(500, ['user' => 40, 'location' => 41]), array_keys($v->where('user', 40)), array_keys($v->where('location', 41)), array_keys($v->where('user', 0)) === array_keys(array_filter(iterator_to_array($v), fn ($r) => $r['user'] === 0))]);
+line('incr columns wrap', [$v->incr(500, ['mark' => 127]), $v->incr(500, ['mark' => 5])]);
+line('cas', [$v->cas(500, 'mark', 0, 1), $v->cas(500, 'mark', -126, 7), $v->get(500, 'mark'), $v->cas(501, 'mark', 1, 2), $v->exists(501), $v->cas(501, 'mark', 0, 3), $v->get(501)]);
+line('cas indexed', [$v->cas(501, 'user', 0, 41), array_keys($v->where('user', 41)), $v->cas(501, 'user', 0, 42), array_keys($v->where('user', 41)), $v->del(500), $v->del(501), $v->count()]);
 
 $s = Table::open('sessions');
 $s->set('abc', ['name' => 'hello', 'score' => 1.5]);
@@ -91,6 +96,22 @@ fails('full', function () use ($s): void {
 });
 fails('full incr', fn () => $s->incr('zz', 'n'));
 line('after errors', [$s->count(), $s->get('abc', 'name'), $v->get(1, 'mark')]);
+line('cas types', [$s->cas('abc', 'name', 'hello', 'bye'), $s->get('abc', 'name'), $s->cas('abc', 'name', 'hello', 'x'), $s->cas('abc', 'score', 1.75, 2), $s->get('abc', 'score'), $s->cas('abc', 'n', -3, 4), $s->cas('abc', 'n', 4, PHP_INT_MIN), $s->get('abc', 'n')]);
+line('incr columns float', $s->incr('abc', ['score' => 0.5, 'n' => 2]));
+fails('cas full', fn () => $s->cas('zz', 'n', 0, 1));
+line('cas full, no match', $s->cas('zz', 'n', 5, 1));
+fails('cas wrong type', fn () => $s->cas('abc', 'n', '4', 5));
+fails('cas too long', fn () => $s->cas('abc', 'name', 'bye', 'toolong'));
+fails('cas int8 range', fn () => $v->cas(1, 'mark', 5, 128));
+fails('cas unknown', fn () => $v->cas(1, 'nope', 0, 1));
+fails('incr columns unknown', fn () => $v->incr(1, ['mark' => 1, 'nope' => 1]));
+fails('incr columns string', fn () => $s->incr('abc', ['n' => 1, 'name' => 1]));
+fails('incr columns float for int', fn () => $v->incr(1, ['mark' => 1.5]));
+fails('incr columns not a number', fn () => $v->incr(1, ['mark' => '1']));
+fails('incr columns list', fn () => $v->incr(1, [1, 2]));
+fails('incr columns empty', fn () => $v->incr(1, []));
+fails('incr columns and by', fn () => $v->incr(1, ['mark' => 1], 2));
+line('after incr errors', [$v->get(1, 'mark'), $s->get('abc', 'n'), $s->count(), $v->count()]);
 try {
     new Table();
 } catch (Error $e) {

@@ -14,6 +14,10 @@ use Peregrine\Async\Internal\Loop;
  * cancel() cancels the operation: the fiber that computes it (async()'s) gets a
  * CancelledException at the point where it waits, its finally blocks run, and the Future fails
  * with that exception. A fiber that is running (not waiting) is cancelled at its next wait.
+ *
+ * A Future that failed and is dropped without anyone having asked for its result (await(), or
+ * a callback) is logged with what it threw and the request it worked for: a failure is never
+ * lost silently. A cancellation is not logged.
  */
 final class Future
 {
@@ -28,6 +32,9 @@ final class Future
 
     /** @var ?\Closure(CancelledException): void */
     private ?\Closure $canceller = null;
+
+    /** The path of the request the operation worked for, for the log of a failure nobody saw. */
+    private string $label = '';
 
     /** A future that has completed with $value already. */
     public static function complete(mixed $value = null): self
@@ -165,13 +172,30 @@ final class Future
     }
 
     /**
-     * Whether someone asked for the result: a failure nobody awaits is logged by async().
+     * Whether someone asked for the result: a failure nobody awaits is logged.
      *
      * @internal
      */
     public function observed(): bool
     {
         return $this->observed;
+    }
+
+    /**
+     * Names the request the operation works for (its path), for the log of a failure nobody saw.
+     *
+     * @internal
+     */
+    public function label(string $label): void
+    {
+        $this->label = $label;
+    }
+
+    public function __destruct()
+    {
+        if ($this->error !== null && !$this->observed && !$this->error instanceof CancelledException) {
+            Loop::get()->unobserved($this->error, $this->label);
+        }
     }
 
     private function notify(): void

@@ -25,20 +25,28 @@ final class NativePsrRequest
     {
         $method = $_SERVER['REQUEST_METHOD'] ?? 'GET';
         $protocol = (string) ($_SERVER['SERVER_PROTOCOL'] ?? 'HTTP/1.1');
+        $version = str_starts_with($protocol, 'HTTP/') ? substr($protocol, 5) : $protocol;
         $host = $_SERVER['HTTP_HOST'] ?? (($_SERVER['SERVER_ADDR'] ?? '') . ':' . ($_SERVER['SERVER_PORT'] ?? ''));
-        $psr = $factory->createServerRequest($method, self::scheme() . '://' . $host . ($_SERVER['REQUEST_URI'] ?? '/'), $_SERVER)
-            ->withProtocolVersion(str_starts_with($protocol, 'HTTP/') ? substr($protocol, 5) : $protocol);
-        foreach (\peregrine_request_headers() as $name => $values) {
-            $psr = $psr->withHeader((string) $name, $values);
-        }
+        $uri = self::scheme() . '://' . $host . ($_SERVER['REQUEST_URI'] ?? '/');
         $multipart = self::isMultipart();
-        if (!$multipart) {
-            // A copy, not a php://input stream: the request outlives the body PHP holds.
-            $body = (string) file_get_contents('php://input');
+        // A copy, not a php://input stream: the request outlives the body PHP holds. A GET or
+        // HEAD without a Content-Length has no body (the server states the length of every body
+        // it passes), so php://input need not be opened for most requests.
+        $length = (string) ($_SERVER['CONTENT_LENGTH'] ?? '');
+        $body = !$multipart && $length !== '0' && ($length !== '' || ($method !== 'GET' && $method !== 'HEAD'))
+            ? (string) file_get_contents('php://input') : '';
+        if (NyholmRequest::serves($factory)) {
+            $psr = NyholmRequest::make($method, $uri, \peregrine_request_headers(), $body, $version, $_SERVER);
+        } else {
+            $psr = $factory->createServerRequest($method, $uri, $_SERVER)->withProtocolVersion($version);
+            foreach (\peregrine_request_headers() as $name => $values) {
+                $psr = $psr->withHeader((string) $name, $values);
+            }
             if ($body !== '') {
                 $psr = $psr->withBody($factory->createStream($body));
             }
         }
+        // A new request's params are already empty: skip the clones when there is nothing to set.
         if ($_GET !== []) {
             $psr = $psr->withQueryParams($_GET);
         }

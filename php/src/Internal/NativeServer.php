@@ -30,6 +30,13 @@ use Psr\Http\Message\UploadedFileFactoryInterface;
  * the handler echoes to the log rather than to the client. serveGlobals() leaves both to PHP,
  * as PHP-FPM would: output is the body, an uncaught exception a fatal error and a 500.
  *
+ * Two steps of serve() are native (native/nativeserver.c), where PHP spent most of a request:
+ * peregrine_request_object() builds the Request as Request::fromFrame() would, and
+ * peregrine_answer() sends a status, headers and body as header() for each value,
+ * http_response_code() and echo would (the headers were checked by Response's constructor or
+ * HeaderCheck: a name is a token, so "$name: " cannot make a header of another name, and a
+ * value has no line break).
+ *
  * @internal
  */
 final class NativeServer
@@ -51,12 +58,14 @@ final class NativeServer
     /** @param callable(Request): Response $handler */
     public function serve(callable $handler): void
     {
-        $this->loop(function () use ($handler): void {
-            $response = $this->call(static fn (): mixed => $handler(self::request()));
+        // Made once: a closure made in the loop would be made again for every request.
+        $call = static fn (): mixed => $handler(\peregrine_request_object() ?? self::request());
+        $this->loop(function () use ($call): void {
+            $response = $this->call($call);
             if ($response instanceof Response && \is_string($response->body)) {
-                self::send($response->status, $response->headers, $response->body);
+                \peregrine_answer($response->status, $response->headers, $response->body);
             } elseif ($response instanceof Response) {
-                self::send($response->status, $response->headers, '');
+                \peregrine_answer($response->status, $response->headers, '');
                 $this->stream($response->body);
             } elseif (!$response instanceof \Throwable) {
                 $this->fail('The handler returned ' . get_debug_type($response) . ', not a ' . Response::class);
@@ -81,8 +90,9 @@ final class NativeServer
         }
         /** @var ServerRequestFactoryInterface&StreamFactoryInterface&UploadedFileFactoryInterface $factory */
         $handle = Handling::psrHandler($handler);
-        $this->loop(function () use ($handle, $factory): void {
-            $response = $this->call(static fn (): mixed => $handle(NativePsrRequest::build($factory)));
+        $call = static fn (): mixed => $handle(NativePsrRequest::build($factory));
+        $this->loop(function () use ($call): void {
+            $response = $this->call($call);
             if ($response instanceof ResponseInterface) {
                 $body = $response->getBody();
                 try {
@@ -92,7 +102,7 @@ final class NativeServer
 
                     return;
                 }
-                self::send($response->getStatusCode(), $response->getHeaders(), '');
+                \peregrine_answer($response->getStatusCode(), $response->getHeaders(), '');
                 $parts = PsrBridge::parts($response);
                 if ($parts !== null) {
                     $this->stream($parts); // not seekable: streamed as it is read
@@ -145,13 +155,7 @@ final class NativeServer
         } catch (\Throwable $e) {
             $result = $e;
         }
-        $stray = '';
-        while (ob_get_level() > $level) {
-            $stray = ob_get_clean() . $stray;
-        }
-        if ($stray !== '') {
-            file_put_contents('php://stderr', $stray);
-        }
+        self::divert($level);
         if ($result instanceof \Throwable) {
             $this->fail(Handling::describe($result), $result);
         }
@@ -198,9 +202,16 @@ final class NativeServer
         }
     }
 
-    /** Sends what was echoed into the output buffers above $level to the log, and closes them. */
+    /**
+     * Sends what was echoed into the output buffers above $level to the log, and closes them,
+     * those the handler opened included: one it opened with ob_start(null, 0, 0), which PHP
+     * would not let it close, is made closable first.
+     */
     private static function divert(int $level): void
     {
+        if (ob_get_level() > $level + 1) { // above call()'s own: the handler's
+            \peregrine_output_removable($level);
+        }
         $stray = '';
         while (ob_get_level() > $level) {
             $stray = ob_get_clean() . $stray;
@@ -211,10 +222,12 @@ final class NativeServer
     }
 
     /**
-     * Builds the Request from the request's fields and headers, given by peregrine_request() in
-     * one call. This file must not name the server superglobal: the runtime creates it for a
-     * request only once code that names it was compiled (native/worker.c), and a raw worker
-     * seldom needs it. The PSR-7 path, which passes it on, is NativePsrRequest.
+     * Builds the Request: peregrine_request_object() (native/nativeserver.c) builds it from the
+     * request's fields and headers as Request::fromFrame() would, and leaves a multipart request
+     * or one with uploads, which take $_POST and $_FILES, to this method. This file must not name
+     * the server superglobal: the runtime creates it for a request only once code that names it
+     * was compiled (native/worker.c), and a raw worker seldom needs it. The PSR-7 path, which
+     * passes it on, is NativePsrRequest.
      */
     private static function request(): Request
     {
@@ -225,20 +238,15 @@ final class NativeServer
         $method = $fields[0];
         $multipart = stripos($fields[11], 'multipart/form-data') === 0;
         // A GET or HEAD without a Content-Length has no body (the server states the length of
-        // every body it passes), so php://input need not be opened for most requests.
+        // every body it passes).
         $length = $fields[12];
-        $hasBody = $length !== '0' && ($length !== '' || ($method !== 'GET' && $method !== 'HEAD'));
-        if (!$multipart && $_FILES === []) {
-            // The common case, as the cli runtime builds it: query, cookies and form are parsed
-            // on first use, from the same bytes PHP parsed them from.
-            return Request::fromFrame($fields, $headers, $hasBody ? (string) file_get_contents('php://input') : '', []);
-        }
+        $hasBody = !$multipart && $length !== '0' && ($length !== '' || ($method !== 'GET' && $method !== 'HEAD'));
 
         return new Request(
             method: $method,
             uri: $fields[1],
             headers: $headers,
-            body: $multipart || !$hasBody ? '' : (string) file_get_contents('php://input'),
+            body: $hasBody ? (string) file_get_contents('php://input') : '',
             queryParams: $_GET,
             cookies: $_COOKIE,
             parsedBody: $method === 'POST' && ($multipart || stripos($fields[11], 'application/x-www-form-urlencoded') === 0) ? $_POST : null,
@@ -252,43 +260,17 @@ final class NativeServer
         );
     }
 
-    /**
-     * Sends the answer through PHP's header() and output. The headers were checked (Response's
-     * constructor, HeaderCheck): a name is a token, so "$name: " cannot make a header of another
-     * name, and a value has no line break.
-     *
-     * @param array<string, string|list<string>> $headers
-     */
-    private static function send(int $status, array $headers, string $body): void
-    {
-        $typed = false;
-        foreach ($headers as $name => $values) {
-            $replace = true;
-            foreach ((array) $values as $value) {
-                header($name . ': ' . $value, $replace);
-                $replace = false;
-            }
-            $typed = $typed || strcasecmp((string) $name, 'Content-Type') === 0;
-        }
-        if (!$typed) {
-            // As under the CLI runtime, no Content-Type unless the response has one.
-            ini_set('default_mimetype', '');
-        }
-        // After the headers: "Location" and "WWW-Authenticate" would change it.
-        http_response_code($status);
-        echo $body;
-    }
-
-    /** Logs the failure and answers 500, with the trace when debugging. */
+    /** Logs the failure, naming the request, and answers 500, with the trace when debugging. */
     private function fail(string $message, ?\Throwable $e = null): void
     {
-        self::log($message);
+        [$fields] = \peregrine_request();
+        self::log($message . ' (request "' . $fields[0] . ' ' . $fields[1] . '")');
         header_remove();
         $body = 'Internal Server Error';
         if (Handling::debug()) {
             $body .= "\n\n" . ($e ?? $message);
         }
-        self::send(500, ['Content-Type' => 'text/plain; charset=utf-8'], $body);
+        \peregrine_answer(500, ['Content-Type' => 'text/plain; charset=utf-8'], $body);
     }
 
     /**

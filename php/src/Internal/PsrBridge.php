@@ -4,9 +4,6 @@ declare(strict_types=1);
 
 namespace Peregrine\Internal;
 
-use Nyholm\Psr7\Factory\Psr17Factory;
-use Nyholm\Psr7\ServerRequest as NyholmServerRequest;
-use Nyholm\Psr7\Uri as NyholmUri;
 use Peregrine\Http\Request;
 use Peregrine\Http\UploadedFile;
 use Psr\Http\Message\ResponseFactoryInterface;
@@ -22,8 +19,8 @@ use Psr\Http\Message\UploadedFileFactoryInterface;
  * and a PSR-7 Response back to a RESPONSE frame, or, when its body is not seekable, to the parts
  * Worker streams.
  *
- * With Nyholm's Psr17Factory it constructs Nyholm's ServerRequest directly: one constructor
- * instead of a createServerRequest() followed by a clone per header (see php/README.md).
+ * With Nyholm's Psr17Factory it makes Nyholm's ServerRequest directly (NyholmRequest): no
+ * createServerRequest() followed by a clone per header (see php/README.md).
  *
  * @internal
  */
@@ -39,13 +36,7 @@ final class PsrBridge
     /** Bytes asked for by each read of a body that is streamed. */
     private const STREAM_READ = 65536;
 
-    /** Most URIs a worker sees are few and repeat; at this many cached, the cache starts over. */
-    private const URI_CACHE_SIZE = 256;
-
     private readonly bool $nyholm;
-
-    /** @var array<string, NyholmUri> Nyholm's Uri is immutable, so requests for one URI share it. */
-    private array $uris = [];
 
     /**
      * @throws \InvalidArgumentException if $factory lacks one of the four PSR-17 factories
@@ -60,8 +51,7 @@ final class PsrBridge
                     $interface, $factory::class));
             }
         }
-        // Exactly Nyholm's class: a subclass may override what the fast path skips.
-        $this->nyholm = $factory::class === Psr17Factory::class;
+        $this->nyholm = NyholmRequest::serves($factory);
     }
 
     public function request(Request $request): ServerRequestInterface
@@ -70,14 +60,7 @@ final class PsrBridge
         $version = str_starts_with($request->protocol, 'HTTP/') ? substr($request->protocol, 5) : $request->protocol;
         $uri = self::uri($request);
         if ($this->nyholm) {
-            if (!isset($this->uris[$uri])) {
-                if (\count($this->uris) === self::URI_CACHE_SIZE) {
-                    $this->uris = [];
-                }
-                $this->uris[$uri] = new NyholmUri($uri);
-            }
-            $psr = new NyholmServerRequest($request->method, $this->uris[$uri], $request->headers,
-                $request->body === '' ? null : $request->body, $version, $server);
+            $psr = NyholmRequest::make($request->method, $uri, $request->headers, $request->body, $version, $server);
         } else {
             /** @var ServerRequestFactoryInterface&StreamFactoryInterface $factory */
             $factory = $this->factory;

@@ -20,21 +20,29 @@ use Peregrine\Worker;
  * back after each job, as after each request.
  *
  * What Laravel decides becomes the answer: a job that finished, or that Laravel failed for good
- * (failed_jobs has it), is acknowledged; a released job (an exception with tries left, or
+ * (recorded in its failed-job store, failed_jobs, as queue:work records it), is acknowledged; a
+ * job failed for good that the store could not record fails this attempt (500), so that it is
+ * not lost; a released job (an exception with tries left, or
  * release($delay)) fails this attempt with x-peregrine-job-retry-after: its delay.
  */
 final class Consumer
 {
-    private function __construct(private readonly Application $app, private readonly Sandbox $sandbox)
-    {
+    private function __construct(
+        private readonly Application $app,
+        private readonly Sandbox $sandbox,
+        private readonly FailedJobRecorder $failures,
+    ) {
     }
 
     public static function boot(string $appDir): self
     {
         $app = Server::boot($appDir)->application();
         $keep = $app['config']->get('peregrine.keep', []);
+        $failures = new FailedJobRecorder($app);
+        // Before the capture, so that the sandbox's restore after each job keeps the listener.
+        $failures->listen();
 
-        return new self($app, Sandbox::capture($app, \is_array($keep) ? array_values($keep) : []));
+        return new self($app, Sandbox::capture($app, \is_array($keep) ? array_values($keep) : []), $failures);
     }
 
     public function run(): void
@@ -52,6 +60,7 @@ final class Consumer
                 return new Response(400, [], 'A consumer takes jobs');
             }
             $job = new QueueJob($this->app, JobConsumer::job($request), $connection);
+            $this->failures->unrecorded = null;
             $options = new WorkerOptions('default', 0, 128, 60, 3, $tries);
             try {
                 $this->app['queue.worker']->process($connection, $job, $options);
@@ -59,11 +68,17 @@ final class Consumer
                 file_put_contents('php://stderr', 'Laravel job ' . $job->getJobId() . ' attempt ' . $job->attempts() . ' failed: '
                     . strtr(Handling::describe($e), ["\n" => ' ']) . "\n");
             }
+            if (($unrecorded = $this->failures->unrecorded) !== null) { // not lost: the pipeline retries it, then dead-letters it
+                file_put_contents('php://stderr', 'Laravel job ' . $job->getJobId() . ' failed for good but the failed-job store could not record it: '
+                    . strtr($unrecorded, ["\n" => ' ']) . "\n");
+
+                return new Response(500, [], 'failed for good, and the failed-job store could not record it: ' . $unrecorded);
+            }
             if ($job->isReleased() && !$job->isDeleted() && !$job->hasFailed()) {
                 return new Response(500, ['x-peregrine-job-retry-after' => (string) $job->releaseDelay], 'released by Laravel');
             }
 
-            return new Response(200);
+            return new Response(200, [JobConsumer::DONE_HEADER => 'done']);
         });
     }
 }

@@ -6,6 +6,7 @@ namespace Peregrine\Async\Internal;
 
 use Peregrine\Async\CancelledException;
 use Peregrine\Async\Future;
+use Peregrine\Internal\Handling;
 
 /**
  * Loop is the worker's event loop: deferred callbacks, timers, and streams waited on with
@@ -50,22 +51,14 @@ final class Loop
     /** @var \WeakMap<\Fiber, Task> */
     private \WeakMap $tasks;
 
-    /**
-     * Fibers kept for spawn() once their work ended, at most this many (as many as a worker of
-     * concurrency 256 runs at once). A new fiber's stack costs an mmap, an mprotect and a
-     * munmap, and its pages fault in again: a third of the worker's CPU for a request that only
-     * waits.
-     */
-    private const IDLE_FIBERS = 256;
-
-    /** @var list<\Fiber> fibers whose work ended, suspended until spawn() gives them more */
-    private array $idle = [];
-
     /** The task of the fiber enter() switched into and has not come back from. */
     private ?Task $running = null;
 
     /** @var \Closure(string): void */
     private \Closure $warn;
+
+    /** @var ?\Closure(int): void told, at every switch, the request whose code runs now (0: none) */
+    private ?\Closure $onSwitch = null;
 
     private function __construct()
     {
@@ -90,6 +83,30 @@ final class Loop
     public function setWarn(\Closure $warn): void
     {
         $this->warn = $warn;
+    }
+
+    /**
+     * Calls $callback with the id of the request whose fiber the loop switches into, before it
+     * runs, and with the id of the one it comes back to (0 for none) after; null stops it. The
+     * native runtime makes PHP's header state the request's there (Server).
+     *
+     * @param ?\Closure(int): void $callback
+     */
+    public function onSwitch(?\Closure $callback): void
+    {
+        $this->onSwitch = $callback;
+    }
+
+    /**
+     * Logs the failure of a Future nobody awaited (Future::__destruct()), with the request it
+     * worked for.
+     *
+     * @internal
+     */
+    public function unobserved(\Throwable $e, string $label): void
+    {
+        ($this->warn)(sprintf('peregrine: a Future failed and nobody awaited it (%s): %s',
+            $label === '' ? 'outside any request' : 'request ' . $label, strtr(Handling::describe($e), ["\r\n" => ' ', "\n" => ' ', "\r" => ' '])));
     }
 
     public static function now(): float
@@ -170,12 +187,14 @@ final class Loop
         $future = new Future();
         $task = new Task($label ?? $this->running?->label ?? '', $request ?? $this->running?->request ?? 0);
         $task->job = [$work, $future];
-        $fiber = array_pop($this->idle) ?? $this->newFiber();
+        $future->label($task->label);
+        // A new Fiber for every work, never one whose work ended: what a library keeps per fiber
+        // (a WeakMap keyed by Fiber::getCurrent(): a context, the current user) must not reach
+        // the next request.
+        $fiber = new \Fiber(self::runJob(...));
         $this->tasks[$fiber] = $task;
-        $future->onCancel(function (CancelledException $e) use ($fiber, $task): void {
-            if (($this->tasks[$fiber] ?? null) === $task) { // not a later task of the same fiber
-                $this->cancelTask($fiber, $e);
-            }
+        $future->onCancel(function (CancelledException $e) use ($fiber): void {
+            $this->cancelTask($fiber, $e);
         });
         $this->schedule($fiber);
 
@@ -183,30 +202,28 @@ final class Loop
     }
 
     /**
-     * A fiber that runs the job of its task, then waits in $idle for spawn() to give it another
-     * task, or ends when enough fibers wait already.
+     * The body of every fiber spawn() makes: runs its task's job and completes the Future. A task
+     * cancelled before its fiber started never runs its job (a request cancelled before it began
+     * ends without an answer).
      */
-    private function newFiber(): \Fiber
+    private static function runJob(): void
     {
-        return new \Fiber(function (): void {
-            $fiber = \Fiber::getCurrent();
-            while (true) {
-                $task = $this->tasks[$fiber];
-                [$work, $future] = $task->job;
-                $task->job = null;
-                try {
-                    $future->resolve($work());
-                } catch (\Throwable $e) {
-                    $future->fail($e);
-                }
-                unset($task, $work, $future, $e); // nothing of this job outlives it
-                if (\count($this->idle) >= self::IDLE_FIBERS) {
-                    return;
-                }
-                $this->idle[] = $fiber;
-                \Fiber::suspend();
-            }
-        });
+        $loop = self::get();
+        $task = $loop->tasks[\Fiber::getCurrent()];
+        [$work, $future] = $task->job;
+        $task->job = null;
+        if ($task->cancelled !== null) {
+            $e = $task->cancelled;
+            $task->cancelled = null;
+            $future->fail($e);
+
+            return;
+        }
+        try {
+            $future->resolve($work());
+        } catch (\Throwable $e) {
+            $future->fail($e);
+        }
     }
 
     /** The Task of the running fiber, or null outside the loop's fibers. */
@@ -235,13 +252,25 @@ final class Loop
     {
         $fiber = \Fiber::getCurrent();
         $task = $fiber === null ? null : ($this->tasks[$fiber] ?? null);
+        if ($task === null) {
+            // The loop runs until the wait is over; inside a plain Fiber of a task, a
+            // cancellation of that task ends the wait.
+            return new Suspension($this, null, $fiber === null ? null : $this->running);
+        }
 
-        return new Suspension($this, $task === null ? null : $fiber, $task);
+        return new Suspension($this, $fiber, $task);
     }
 
     /**
-     * Cancels a task: $e is thrown where it waits, or at its next wait if it is running.
-     * Nothing happens to a fiber that has ended.
+     * Cancels a task, whatever state its fiber is in:
+     *
+     *     not started            its job never runs; its Future fails with $e
+     *     waiting                $e is thrown where it waits
+     *     woken, not resumed     its wait ended (the value it waited for is kept): $e is thrown
+     *                            at its next wait
+     *     running                $e is thrown at its next wait (also a wait inside a plain
+     *                            Fiber it runs)
+     *     ended                  nothing: its Future holds its result
      */
     public function cancelTask(\Fiber $fiber, CancelledException $e): void
     {
@@ -249,10 +278,12 @@ final class Loop
         if ($task === null || $fiber->isTerminated()) {
             return;
         }
-        if ($task->waiting !== null) {
+        // A wait that was settled already (its fiber is scheduled but not yet resumed) ignores
+        // throw(): the cancellation would be lost, and the request run on past its CANCEL.
+        if ($task->waiting !== null && $task->waiting->pending()) {
             $task->waiting->throw($e);
         } else {
-            $task->cancelled = $e;
+            $task->cancelled ??= $e;
         }
     }
 
@@ -271,15 +302,17 @@ final class Loop
     /** Runs ticks until nothing is left to wait for, or $until returns true. */
     public function run(?\Closure $until = null): void
     {
-        while (($until === null || !$until()) && $this->tick()) {
+        while (($until === null || !$until()) && $this->tick($until)) {
             // one tick at a time
         }
     }
 
     /**
      * Runs one tick. Returns false, having done nothing, when there is nothing to run or wait for.
+     * Once $until returns true (checked after the deferred callbacks ran: what the caller waits
+     * for came), the tick does not wait: ready streams and due timers only.
      */
-    public function tick(): bool
+    public function tick(?\Closure $until = null): bool
     {
         if ($this->deferred === [] && $this->timers === [] && $this->readers === [] && $this->writers === []) {
             return false;
@@ -288,7 +321,7 @@ final class Loop
         foreach ($this->beforeWait as $callback) {
             $callback();
         }
-        $timeout = $this->deferred !== [] ? 0.0 : $this->nextTimeout();
+        $timeout = $this->deferred !== [] || ($until !== null && $until()) ? 0.0 : $this->nextTimeout();
         if ($this->readers !== [] || $this->writers !== []) {
             $this->select($timeout);
         } elseif ($timeout === null) {
@@ -301,12 +334,22 @@ final class Loop
         return true;
     }
 
+    /**
+     * Runs the callbacks deferred before this tick (those deferred meanwhile wait for the next).
+     * Each leaves the queue as it runs, so that a loop run inside one of them (a plain Fiber of a
+     * task waiting) runs the rest instead of waiting behind it.
+     */
     private function runDeferred(): void
     {
-        $queue = $this->deferred;
-        $this->deferred = [];
-        foreach ($queue as $callback) {
-            $callback();
+        $last = array_key_last($this->deferred);
+        foreach ($this->deferred as $key => $callback) { // a snapshot: a nested tick may take some
+            if ($key > $last) {
+                break;
+            }
+            if (isset($this->deferred[$key])) {
+                unset($this->deferred[$key]);
+                $callback();
+            }
         }
     }
 
@@ -393,6 +436,7 @@ final class Loop
         $start = hrtime(true);
         $outer = $this->running; // a loop run inside a plain Fiber enters fibers from within one
         $this->running = $this->tasks[$fiber] ?? null;
+        $this->onSwitch?->__invoke($this->running?->request ?? 0);
         try {
             if ($fiber->isStarted()) {
                 $fiber->resume();
@@ -401,6 +445,7 @@ final class Loop
             }
         } finally {
             $this->running = $outer;
+            $this->onSwitch?->__invoke($outer?->request ?? 0);
         }
         $held = (hrtime(true) - $start) / 1e9;
         if ($held > self::BLOCK_WARNING) {

@@ -24,15 +24,34 @@ use Peregrine\Internal\ProtocolError;
  *                              STOP or end of input: no more reads; in-flight requests finish
  *                              malformed frame: ProtocolError out of run()
  *
+ * On the native runtime each request has PHP header state of its own (native/async.c): what its
+ * fibers give header(), setcookie() and http_response_code() is its own, taken by its answer
+ * (headers()) and freed when it ends; nothing of it outlives the request.
+ *
  * CANCEL (docs/protocol.md, "Concurrent requests": exec_timeout, or the client left) throws a
  * TimeoutException into the request's fiber at its wait, so its finally blocks run; it still ends
  * with DONE, and the server drops the answer. Reset hooks run whenever no request is in flight.
+ *
+ * In direct mode (fd 4 is the worker's own event loop, native/direct.c) the worker must not
+ * keep making answers for a client that does not read them: a streamed answer's fiber waits
+ * (room()) after each part while its connection holds more than the runtime allows, and a
+ * whole answer larger than WHOLE is written by its own fiber, which waits the same before its
+ * request ends. Its CANCEL comes when the client leaves or write_timeout passes without room.
  *
  * @internal
  */
 final class Server
 {
     private const CHUNK = 65536;
+
+    /** In direct mode, an answer larger than this is written by its own fiber, which waits for room (writeAnswer()). */
+    private const WHOLE = 262144;
+
+    /** Whether fd 4 is direct mode's loop, which may ask a fiber to wait for its client (room()). */
+    private bool $direct = false;
+
+    /** @var array<int, Suspension> fibers waiting for their client to take what it was sent, by request */
+    private array $blocked = [];
 
     private string $buffer = '';
     private int $inFlight = 0;
@@ -95,20 +114,34 @@ final class Server
         $this->ended = $ended;
         stream_set_blocking($in, false);
         stream_set_read_buffer($in, 0);
+        $this->direct = \function_exists('peregrine_direct_full') && stream_get_meta_data($in)['stream_type'] === 'peregrine-direct';
         $loop = Loop::get();
         $loop->setWarn($this->log);
         Hooks::$enabled = true;
         Amp::install($loop); // when the application loaded Amp: its loop runs on this one
         $flusher = $loop->beforeWait($this->flush(...));
+        $perRequest = \function_exists('peregrine_headers_switch');
+        if ($perRequest) {
+            $loop->onSwitch(\peregrine_headers_switch(...));
+        }
         $this->reader = $loop->onReadable($in, function () use ($loop, $respond, $ended, $idle): void {
             foreach ($this->read() as [$id, $payload]) {
                 $this->start($loop, $id, $payload, $respond, $ended, $idle);
+            }
+            if ($this->blocked !== []) { // reading ran the runtime's loop: clients took some
+                foreach (\peregrine_direct_drained() as $id) {
+                    ($this->blocked[$id] ?? null)?->resume();
+                }
             }
         });
         try {
             $loop->run();
             $this->flush();
         } finally {
+            if ($perRequest) {
+                $loop->onSwitch(null);
+                \peregrine_headers_switch(0);
+            }
             Hooks::$enabled = false;
             $loop->cancel($this->reader);
             $loop->cancel($flusher);
@@ -132,6 +165,30 @@ final class Server
         ($this->realSend)($out);
     }
 
+    /**
+     * In direct mode, waits while the connection of request $id holds more of what it was sent
+     * than the runtime allows (native/direct.c, HELD_CAP): the fiber that writes to a client that
+     * reads slowly goes on as the client reads, and one that does not read holds no more. Only
+     * the request's fiber waits; the others and the worker's other connections go on. Returns at
+     * once elsewhere.
+     *
+     * @throws CancelledException the request's CANCEL: its client left, or took nothing for
+     *                            http.write_timeout
+     */
+    public function room(int $id): void
+    {
+        if (!$this->direct || !\peregrine_direct_full($id)) {
+            return;
+        }
+        $suspension = Loop::get()->suspension();
+        $this->blocked[$id] = $suspension;
+        try {
+            $suspension->suspend();
+        } finally {
+            unset($this->blocked[$id]);
+        }
+    }
+
     /** The id of the last REQUEST read, for the worker's last word (Frame::lastWord()). */
     public function lastRead(): int
     {
@@ -152,6 +209,32 @@ final class Server
     }
 
     /**
+     * What PHP's header() and setcookie() gave the request whose fiber runs now (on the native
+     * runtime; elsewhere none), as [name, value] pairs; its state is freed, so what it sets
+     * later goes nowhere. The status line and "Status:" are left out: the answer's status is its
+     * Response's, as with one request at a time (NativeServer).
+     *
+     * @return list<array{string, string}>
+     */
+    public static function headers(): array
+    {
+        $id = Loop::get()->running()?->request ?? 0;
+        if ($id === 0 || !\function_exists('peregrine_headers_close')) {
+            return [];
+        }
+        $pairs = [];
+        foreach (\peregrine_headers_close($id)[1] ?? [] as $line) {
+            $colon = strpos($line, ':');
+            $name = $colon === false ? '' : rtrim(substr($line, 0, $colon));
+            if ($name !== '' && strcasecmp($name, 'Status') !== 0) {
+                $pairs[] = [$name, ltrim(substr($line, $colon + 1), " \t")];
+            }
+        }
+
+        return $pairs;
+    }
+
+    /**
      * @param \Closure(int, string): string $respond
      * @param \Closure(int): void           $ended
      * @param \Closure(): void              $idle
@@ -159,10 +242,19 @@ final class Server
     private function start(Loop $loop, int $id, string $payload, \Closure $respond, \Closure $ended, \Closure $idle): void
     {
         ++$this->inFlight;
-        $future = $loop->spawn(static fn (): string => $respond($id, $payload), self::path($payload), $id);
+        if (\function_exists('peregrine_headers_open')) {
+            \peregrine_headers_open($id);
+        }
+        $work = $this->direct
+            ? fn (): string => $this->writeAnswer($id, $respond($id, $payload))
+            : static fn (): string => $respond($id, $payload);
+        $future = $loop->spawn($work, self::path($payload), $id);
         $this->running[$id] = $future;
         $future->subscribe(function (?\Throwable $error, mixed $answer) use ($id, $ended, $idle): void {
             unset($this->running[$id]);
+            if (\function_exists('peregrine_headers_close')) {
+                \peregrine_headers_close($id); // an answer that did not take them: a failure, a cancel
+            }
             $cancelled = isset($this->cancelled[$id]);
             unset($this->cancelled[$id]);
             if ($cancelled && $error instanceof CancelledException) {
@@ -181,6 +273,28 @@ final class Server
                 $idle();
             }
         });
+    }
+
+    /**
+     * Returns $answer (request $id's frames) for flush(), or, in direct mode when it is larger
+     * than WHOLE, writes it now and waits (room()) until the client has taken most of it before
+     * the request ends, and returns ''. The answer is handed over whole, not kept here a frame at
+     * a time: PHP made it whole already, and kept by a waiting fiber it would count towards
+     * memory_limit, whose fatal error ends every request of the worker. While it waits the
+     * request keeps its place among workers.concurrency (a worker whose places all wait for
+     * clients accepts no more connections: clients that do not read hold at most that many
+     * answers) and its DONE, queued after it, follows it.
+     */
+    private function writeAnswer(int $id, string $answer): string
+    {
+        if (!$this->direct || \strlen($answer) <= self::WHOLE) {
+            return $answer;
+        }
+        ($this->realSend)($answer);
+        unset($answer); // the runtime holds what the client has not taken
+        $this->room($id);
+
+        return '';
     }
 
     /**

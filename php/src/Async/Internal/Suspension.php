@@ -27,11 +27,22 @@ final class Suspension
     /** @var list<\Closure(): void> */
     private array $cleanups = [];
 
+    /**
+     * @param ?\Fiber $fiber the loop's fiber that waits, or null: the wait runs the loop
+     * @param ?Task   $task  the task of $fiber; or, for a wait that runs the loop inside a
+     *                       plain Fiber of a task, that task, whose cancellation ends the wait
+     */
     public function __construct(
         private readonly Loop $loop,
         private readonly ?\Fiber $fiber,
         private readonly ?Task $task,
     ) {
+    }
+
+    /** Whether the wait is not over yet: resume() or throw() would end it. */
+    public function pending(): bool
+    {
+        return !$this->settled;
     }
 
     /**
@@ -62,11 +73,7 @@ final class Suspension
      */
     public function suspend(): mixed
     {
-        if ($this->task !== null && $this->task->cancelled !== null && !$this->settled) {
-            $e = $this->task->cancelled;
-            $this->task->cancelled = null;
-            $this->settle($e, null);
-        }
+        $this->takeCancellation();
         if (!$this->settled) {
             $this->waiting = true;
             if ($this->fiber !== null) {
@@ -74,10 +81,12 @@ final class Suspension
                 \Fiber::suspend();
                 $this->task->waiting = null;
             } else {
+                $settled = fn (): bool => $this->settled; // a tick that settled it does not wait on
                 while (!$this->settled) {
-                    if (!$this->loop->tick()) {
+                    if (!$this->loop->tick($settled)) {
                         $this->settle(new \LogicException('Deadlock: waiting for something that nothing can complete (no timer, no stream, no fiber)'), null);
                     }
+                    $this->takeCancellation(); // a CANCEL read by this loop, for the task it runs in
                 }
             }
         }
@@ -86,6 +95,16 @@ final class Suspension
         }
 
         return $this->value;
+    }
+
+    /** Ends the wait with the task's cancellation, if one came. */
+    private function takeCancellation(): void
+    {
+        if ($this->task !== null && $this->task->cancelled !== null && !$this->settled) {
+            $e = $this->task->cancelled;
+            $this->task->cancelled = null;
+            $this->settle($e, null);
+        }
     }
 
     private function settle(?\Throwable $error, mixed $value): void
