@@ -243,7 +243,8 @@ func TestRetriesWithBackoffThenDeadLetter(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.waitFor(t, "three attempts", func() bool { return len(r.attempts[id]) == 3 })
-		waitStats(t, d, "one dead letter and nothing else", func(s Stats) bool { return s == Stats{Dead: 1} })
+		// The broker shows the burial before the pipeline counts it: wait for both.
+		waitStats(t, d, "one dead letter and nothing else", func(s Stats) bool { return s == Stats{Dead: 1} && p.dead.Load() == 1 })
 		r.mu.Lock()
 		at, last := r.attempts[id], r.jobs[id]
 		r.mu.Unlock()
@@ -975,7 +976,7 @@ func TestAJobNoConsumerTookIsNoAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitFor(t, "the job", func() bool { return len(r.attempts) == 1 })
-	waitStats(t, d, "an empty queue", func(s Stats) bool { return s == Stats{} })
+	waitStats(t, d, "an empty queue", func(s Stats) bool { return s == Stats{} && p.done.Load() == 1 })
 	for id, j := range r.jobs {
 		if j.Attempt != 1 {
 			t.Errorf("job %s ran as attempt %d", id, j.Attempt)

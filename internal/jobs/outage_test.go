@@ -148,7 +148,9 @@ func TestABrokerOutageRunsNoJobTwice(t *testing.T) {
 			// delivered again for another server's).
 			time.Sleep(2 * lease)
 			unblock()
-			st := waitStats(t, a.opts.Driver, "the job settled", func(s Stats) bool { return s.Queued == 0 && s.Running == 0 })
+			// The broker shows the job settled before its server counts it: wait for both.
+			settled := func() bool { return a.done.Load()+b.done.Load()+a.dead.Load()+b.dead.Load() > 0 }
+			st := waitStats(t, a.opts.Driver, "the job settled", func(s Stats) bool { return s.Queued == 0 && s.Running == 0 && settled() })
 			if st != (Stats{}) {
 				t.Errorf("stats %+v; want an empty queue", st)
 			}
