@@ -284,14 +284,18 @@ func TestUnreadBodyAndKeepAlive(t *testing.T) {
 // is closed by one of the timeouts: within the head, within the body, after a body with the
 // next request's first byte, after a head split behind a slow request, while idle.
 func TestEveryPhaseHasADeadline(t *testing.T) {
+	// serveTimeouts serves with every timeout d; /slow takes longer than the header timeout.
+	serveTimeouts := func(d time.Duration) string {
+		return serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				time.Sleep(3 * d)
+			}
+			_, _ = io.Copy(io.Discard, r.Body)
+			_, _ = io.WriteString(w, "ok "+r.URL.Path)
+		}), func(s *Server) { s.ReadHeaderTimeout, s.IdleTimeout, s.BodyTimeout = d, d, d })
+	}
 	const d = 200 * time.Millisecond
-	addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/slow" {
-			time.Sleep(3 * d) // longer than the header timeout
-		}
-		_, _ = io.Copy(io.Discard, r.Body)
-		_, _ = io.WriteString(w, "ok "+r.URL.Path)
-	}), func(s *Server) { s.ReadHeaderTimeout, s.IdleTimeout, s.BodyTimeout = d, d, d })
+	addr := serveTimeouts(d)
 	for _, tc := range []struct{ name, sent string }{
 		{"in the head", "GET / HTTP/1.1\r\nHost: h\r\n"},
 		{"in the body", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nab"},
@@ -309,11 +313,15 @@ func TestEveryPhaseHasADeadline(t *testing.T) {
 		})
 	}
 	// The split head is answered when its rest comes after the slow answer, later than the
-	// header timeout counted from the first request.
-	c := dial(t, addr)
+	// header timeout counted from the first request. Its rest must still come within the header
+	// timeout counted from the answer, so this part has a server of its own whose timeouts
+	// are a second: a loaded machine (race build) may take more than 200ms to read the answer
+	// and write the rest.
+	const long = time.Second
+	c := dial(t, serveTimeouts(long))
 	_, _ = io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: h\r\n\r\nGET /next HTTP/1.1\r\n")
 	br := bufio.NewReader(c)
-	_ = c.SetReadDeadline(time.Now().Add(20 * d))
+	_ = c.SetReadDeadline(time.Now().Add(20 * long))
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatal(err)

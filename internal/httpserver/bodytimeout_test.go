@@ -60,7 +60,10 @@ func readEOF(c net.Conn) error {
 // timeout gets 408, the connection closes, and its slot of max_connections goes to the next
 // client; one that arrives slowly but steadily, each read within the timeout, is served.
 func TestStalledBodyGets408AndFreesItsSlot(t *testing.T) {
-	s := bodyServer(t, 300*time.Millisecond, 1, Options{})
+	// A second: the steady body's reads come a quarter of it apart, which a loaded machine
+	// (race build) stretches by far less than the rest.
+	const d = time.Second
+	s := bodyServer(t, d, 1, Options{})
 	c, resp := stalledBody(t, s.Addr().String(), "/")
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusRequestTimeout || !resp.Close || !strings.Contains(string(body), "http.body_timeout") {
@@ -69,15 +72,15 @@ func TestStalledBodyGets408AndFreesItsSlot(t *testing.T) {
 	if err := readEOF(c); err != nil {
 		t.Fatalf("the connection stayed open after 408: %v", err)
 	}
-	// The only slot is free again: a slow, steady body (5 reads over more than the timeout).
+	// The only slot is free again: a slow, steady body (8 reads over twice the timeout).
 	c2, err := net.Dial("tcp", s.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	_, _ = io.WriteString(c2, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n")
-	for range 5 {
-		time.Sleep(100 * time.Millisecond)
+	_, _ = io.WriteString(c2, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 80\r\n\r\n")
+	for range 8 {
+		time.Sleep(d / 4)
 		_, _ = io.WriteString(c2, "0123456789")
 	}
 	_ = c2.SetReadDeadline(time.Now().Add(30 * time.Second))

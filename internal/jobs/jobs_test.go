@@ -293,7 +293,9 @@ func TestDelayedJobWaits(t *testing.T) {
 		p := New(Options{Name: "q", Driver: d})
 		r := newRuns()
 		consume(t, p, 1, func(_ context.Context, j *Job) error { r.record(j); return nil })
-		const delay = 700 * time.Millisecond
+		// Long enough that the test, stalled on a loaded machine, still pushes the job without
+		// delay and reads the stats before the delayed one is due.
+		const delay = 2 * time.Second
 		pushed := time.Now()
 		late, err := p.Push(context.Background(), "late", nil, delay)
 		if err != nil {
@@ -306,7 +308,7 @@ func TestDelayedJobWaits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.waitFor(t, "the delayed job", func() bool { return len(r.attempts[late]) == 1 })
+		r.waitFor(t, "both jobs", func() bool { return len(r.attempts[late]) == 1 && len(r.attempts[soon]) == 1 })
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if ran := r.attempts[late][0].Sub(pushed); ran < delay-5*time.Millisecond {

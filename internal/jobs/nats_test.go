@@ -52,9 +52,12 @@ func redelivered(t *testing.T, d Driver) func() bool {
 // attempt while it ran). The first delivery's renewals and acknowledgement still count for the
 // message: JetStream knows them by its stream sequence, not by delivery. Renewed through it,
 // the job is not delivered to another server; acknowledged through it, the queue is empty.
+// The lease is 4.1s, as in TestHeldJobsKeepTheirLease, so that the test's renewals may stall
+// for three of them (3s) on a loaded machine before the job goes to the other server.
 func TestNATSKeepsAJobDeliveredAgainToItsHolder(t *testing.T) {
+	const timeout = 2100 * time.Millisecond // a lease of 4.1s
 	mk := natsDrivers(t)
-	here, other := mk(t, holderLeaseTimeout), mk(t, holderLeaseTimeout)
+	here, other := mk(t, timeout), mk(t, timeout)
 	mine := []*Delivery{pushReceived(t, here, true)}
 	receiveNothingUntil(t, here, "the job delivered again to its holder", redelivered(t, here))
 
@@ -64,7 +67,7 @@ func TestNATSKeepsAJobDeliveredAgainToItsHolder(t *testing.T) {
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)
-		tick := time.NewTicker(RenewEvery(holderLeaseTimeout))
+		tick := time.NewTicker(RenewEvery(timeout))
 		defer tick.Stop()
 		for {
 			if _, err := here.Renew(context.Background(), mine); err != nil {
@@ -77,7 +80,7 @@ func TestNATSKeepsAJobDeliveredAgainToItsHolder(t *testing.T) {
 			}
 		}
 	}()
-	until := time.Now().Add(3 * (holderLeaseTimeout + ReclaimGrace) / 2)
+	until := time.Now().Add(3 * (timeout + ReclaimGrace) / 2)
 	receiveNothingUntil(t, other, "a lease and a half", func() bool { return time.Now().After(until) })
 	stop()
 	<-renewed

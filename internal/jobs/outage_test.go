@@ -88,9 +88,13 @@ func ownNATS(t *testing.T) (url string, outage func(down time.Duration)) {
 // job runs, and stays down longer than the lease: no server's renewal reached it, so every job
 // held looks expired when it is back. Neither the job's own server nor another living server on
 // the broker takes it over: they wait a lease after the outage, by when its server has renewed
-// it, and the job, with retries: 0, is done once.
+// it, and the job, with retries: 0, is done once. The lease is 4.1s, as in
+// TestHeldJobsKeepTheirLease: once the broker is back, the job's server has a lease less a
+// renewal (about 3s) to reconnect and renew the job before the other server, should it have
+// reconnected first, takes it; a lease of 2.1s left 1.6s less nats.go's reconnection jitter,
+// too little on a loaded machine.
 func TestABrokerOutageRunsNoJobTwice(t *testing.T) {
-	const timeout = 100 * time.Millisecond // a lease of 2.1s
+	const timeout = 2100 * time.Millisecond // a lease of 4.1s
 	brokers := []struct {
 		name string
 		own  func(t *testing.T) (addr string, outage func(down time.Duration))

@@ -1,8 +1,10 @@
 package websocket
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -11,38 +13,80 @@ import (
 	"time"
 )
 
-// startServer runs a broker server (redis-server, nats-server) for the test, on a port of
-// its own, and returns its address once it accepts connections, and what stops it (at the
-// latest when the test ends); the test skips without it.
+// freePort returns a port of 127.0.0.1 that nothing listened on a moment ago: each test's
+// broker server has its own, as other runs of these tests on the machine do.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startServer runs a broker server (redis-server, nats-server) for the test on port, and
+// returns its address once that server itself listens there (not another process that took
+// the port: the test would talk to it), and what stops it (at the latest when the test ends);
+// the test skips without it.
 func startServer(t testing.TB, port int, name string, args ...string) (string, func()) {
 	t.Helper()
 	if _, err := exec.LookPath(name); err != nil {
 		t.Skipf("no %s: %v", name, err)
 	}
+	var out strings.Builder
 	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	var once sync.Once
-	stop := func() { once.Do(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) }
+	stop := func() { once.Do(func() { _ = cmd.Process.Kill(); <-exited }) }
 	t.Cleanup(stop)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			_ = c.Close()
-			return addr, stop
+	for !listening(t, cmd.Process.Pid, port) {
+		select {
+		case <-exited:
+			t.Fatalf("%s on %s exited: %v\n%s", name, addr, cmd.ProcessState, out.String())
+		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s on %s: %v", name, addr, err)
+			t.Fatalf("%s does not listen on %s", name, addr)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	return addr, stop
 }
 
-func startRedisServer(t testing.TB, port int) string {
+// listening reports whether process pid holds a socket listening on TCP port: one of its file
+// descriptors is the socket that /proc/net/tcp lists for the port in state LISTEN (0A).
+func listening(t testing.TB, pid, port int) bool {
 	t.Helper()
+	table, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sockets := map[string]bool{}
+	for _, line := range strings.Split(string(table), "\n")[1:] {
+		// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+		if f := strings.Fields(line); len(f) > 9 && strings.HasSuffix(f[1], fmt.Sprintf(":%04X", port)) && f[3] == "0A" {
+			sockets["socket:["+f[9]+"]"] = true
+		}
+	}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		if link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && sockets[link] {
+			return true
+		}
+	}
+	return false
+}
+
+func startRedisServer(t testing.TB) string {
+	t.Helper()
+	port := freePort(t)
 	addr, _ := startServer(t, port, "redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no")
 	return addr
@@ -88,7 +132,7 @@ func next(t *testing.T, got <-chan Message) Message {
 // so that what one channel had after the last id seen on another is replayed. With each
 // stream's own ids, B's publish in the same millisecond as A's second sorts before it.
 func TestRedisResumeAcrossChannels(t *testing.T) {
-	b := dialBroker(t, "redis://"+startRedisServer(t, 16479))
+	b := dialBroker(t, "redis://"+startRedisServer(t))
 	got := heard(t, b)
 	ctx := t.Context()
 	lost := 0
@@ -133,7 +177,8 @@ func restartNats(t *testing.T, b Broker, stop func(), port int, dir string) {
 // makes it again rather than failing until the daemon restarts. Its sequence numbers restart.
 func TestNatsPublishAfterRestart(t *testing.T) {
 	dir := t.TempDir()
-	addr, stop := startNatsServer(t, 14593, dir)
+	port := freePort(t)
+	addr, stop := startNatsServer(t, port, dir)
 	b := dialBroker(t, "nats://"+addr)
 	got := heard(t, b)
 	ctx := t.Context()
@@ -141,7 +186,7 @@ func TestNatsPublishAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	next(t, got)
-	restartNats(t, b, stop, 14593, dir)
+	restartNats(t, b, stop, port, dir)
 	if err := b.Publish(ctx, "", &Message{Op: MsgPublish, Target: "room", Data: []byte("after")}); err != nil {
 		t.Fatalf("a publish after the NATS server restarted: %v", err)
 	}
@@ -160,7 +205,8 @@ func TestNatsPublishAfterRestart(t *testing.T) {
 // on either, after any id from before, misses none of the new publishes.
 func TestNatsResumeAcrossARestart(t *testing.T) {
 	dir := t.TempDir()
-	addr, stop := startNatsServer(t, 14596, dir)
+	port := freePort(t)
+	addr, stop := startNatsServer(t, port, dir)
 	a, b := dialBroker(t, "nats://"+addr), dialBroker(t, "nats://"+addr)
 	gotA, gotB := heard(t, a), heard(t, b)
 	ctx := t.Context()
@@ -176,7 +222,7 @@ func TestNatsResumeAcrossARestart(t *testing.T) {
 	for i := range 5 {
 		before = publish(b, "before "+strconv.Itoa(i))
 	}
-	restartNats(t, a, stop, 14596, dir)
+	restartNats(t, a, stop, port, dir)
 	for deadline := time.Now().Add(15 * time.Second); !b.(*natsBroker).nc.IsConnected(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("nats.go did not reconnect")
@@ -201,9 +247,10 @@ func TestNatsResumeAcrossARestart(t *testing.T) {
 // A resume after the NATS server restarted makes the stream again too (no publish since).
 func TestNatsSinceAfterRestart(t *testing.T) {
 	dir := t.TempDir()
-	addr, stop := startNatsServer(t, 14594, dir)
+	port := freePort(t)
+	addr, stop := startNatsServer(t, port, dir)
 	b := dialBroker(t, "nats://"+addr)
-	restartNats(t, b, stop, 14594, dir)
+	restartNats(t, b, stop, port, dir)
 	if kept, err := b.(History).Since(t.Context(), []string{"room"}, "0"); err != nil || len(kept) != 0 {
 		t.Fatalf("Since after the restart: %v, %v", kept, err)
 	}
@@ -211,7 +258,7 @@ func TestNatsSinceAfterRestart(t *testing.T) {
 
 // A resume's consumer serves one fetch: the server drops it soon after, not in 5 minutes.
 func TestNatsResumeConsumerIdle(t *testing.T) {
-	addr, _ := startNatsServer(t, 14595, t.TempDir())
+	addr, _ := startNatsServer(t, freePort(t), t.TempDir())
 	b := dialBroker(t, "nats://"+addr)
 	ctx := t.Context()
 	for range 3 {
@@ -243,7 +290,7 @@ func TestNatsResumeConsumerIdle(t *testing.T) {
 // BenchmarkRedisPublish publishes to a channel with history, as PHP's publish does: a round
 // trip to Redis and the script that keeps and publishes it.
 func BenchmarkRedisPublish(b *testing.B) {
-	br := dialBroker(b, "redis://"+startRedisServer(b, 16480))
+	br := dialBroker(b, "redis://"+startRedisServer(b))
 	m := &Message{Op: MsgPublish, Target: "room", Data: []byte("a message of some length")}
 	for b.Loop() {
 		if err := br.Publish(b.Context(), "", m); err != nil {

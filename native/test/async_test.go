@@ -141,8 +141,10 @@ func TestAsyncPsr(t *testing.T) {
 	const n = 40
 	p := startAsync(t, n, "ASYNC_MODE=psr")
 	var buf []byte
+	// Request 1 sleeps 780 ms: the worker, however late it reads the other requests on a
+	// loaded machine, has begun them by then.
 	for id := uint32(1); id <= n; id++ {
-		buf = append(buf, encodeRequest(id, request{URI: fmt.Sprintf("/?id=%d&us=%d", id, (n-id)*500)})...)
+		buf = append(buf, encodeRequest(id, request{URI: fmt.Sprintf("/?id=%d&us=%d", id, (n-id)*20000)})...)
 	}
 	if err := <-p.write(buf); err != nil {
 		t.Fatal(err)
@@ -167,8 +169,10 @@ func TestAsyncAmpGenerator(t *testing.T) {
 	const n = 20
 	p := startAsync(t, n, "ASYNC_MODE=amp")
 	var buf []byte
+	// Request 1 waits 950 ms: the worker, however late it reads the other requests on a
+	// loaded machine, has begun them by then.
 	for id := uint32(1); id <= n; id++ {
-		buf = append(buf, encodeRequest(id, request{URI: fmt.Sprintf("/?id=%d&ms=%d", id, (n-id)*2)})...)
+		buf = append(buf, encodeRequest(id, request{URI: fmt.Sprintf("/?id=%d&ms=%d", id, (n-id)*50)})...)
 	}
 	if err := <-p.write(buf); err != nil {
 		t.Fatal(err)

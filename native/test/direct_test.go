@@ -798,13 +798,15 @@ func TestDirectRSS(t *testing.T) {
 
 // TestDirectExecTimeout: a request past exec_timeout gets 504 and its worker is killed, as
 // the server kills a worker past exec_timeout in proxied mode; requests within it are served,
-// and a long run of short ones never trips the timer.
+// and a long run of short ones never trips the timer. The short ones are shorter than
+// direct.c's TIMER_SLACK (most do not re-arm the timer) and sleep 3 s in all, past
+// exec_timeout, which leaves each of them 1.9 s on a loaded machine.
 func TestDirectExecTimeout(t *testing.T) {
 	l := listenDirect(t)
-	p := startDirect(t, l, "exec_timeout=400")
+	p := startDirect(t, l, "exec_timeout=2000")
 	c := dial(t, l.addr)
 	br := bufio.NewReader(c)
-	for range 30 {
+	for range 100 {
 		if rs := exchange(t, c, br, "GET /sleep?ms=30 HTTP/1.1\r\nHost: x\r\n\r\n", 1, "GET"); body(t, rs[0]) != "slept" {
 			t.Fatalf("a short request: %q", body(t, rs[0]))
 		}
@@ -824,13 +826,15 @@ func TestDirectExecTimeout(t *testing.T) {
 // does not kill the worker for it: the client gets the whole answer.
 func TestDirectExecTimeoutSlowReader(t *testing.T) {
 	l := listenDirect(t)
-	p := startDirect(t, l, "exec_timeout=300,write_timeout=20000")
+	// exec_timeout leaves building the answer 1.9 s on a loaded machine; the client's wait
+	// below is twice as long.
+	p := startDirect(t, l, "exec_timeout=2000,write_timeout=20000")
 	c := dialSlow(t, l.addr)
 	const n = 8 << 20
 	if _, err := fmt.Fprintf(c, "GET /big?n=%d HTTP/1.1\r\nHost: x\r\n\r\n", n); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second) // the worker's write blocks meanwhile, past exec_timeout
+	time.Sleep(4 * time.Second) // the worker's write blocks meanwhile, past exec_timeout
 	rs := exchange(t, c, bufio.NewReader(c), "", 1, "GET")
 	if got := len(body(t, rs[0])); rs[0].StatusCode != 200 || got != n {
 		t.Fatalf("a slow reader's answer: %d, %d bytes, want 200 and %d\n%s", rs[0].StatusCode, got, n, p.log)
