@@ -59,3 +59,43 @@ func TestAServerNeverTakesBackAJobItHolds(t *testing.T) {
 	}
 	waitStats(t, here, "an empty queue", func(s Stats) bool { return s == Stats{} })
 }
+
+// TestRedisTakesOverOnlyOnceReachedForALease: after an outage of Redis longer than the lease,
+// the jobs of every server look expired, living holders' included. A server takes over another's
+// job only once it has reached Redis for a whole lease (by when a living holder has renewed it),
+// then as its next attempt. The outage test cannot show this rule by itself: there the holder
+// usually renews before the other server looks.
+func TestRedisTakesOverOnlyOnceReachedForALease(t *testing.T) {
+	mk := redisDrivers(t)
+	here, dead := mk(t, holderLeaseTimeout), mk(t, holderLeaseTimeout)
+	stream := here.(*Redis).opts.Stream
+	theirs := pushReceived(t, dead, true)
+	_ = dead.Close()
+
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	outlast(t, rdb, dead, stream, theirs.ref.(string))
+	reached := now()
+	here.(*Redis).reachedSince.Store(reached) // Redis has just come back
+	lease := (holderLeaseTimeout + ReclaimGrace).Milliseconds()
+	// Stop looking a little before the lease is up: a Receive begun just before its end may
+	// rightly take the job.
+	receiveNothingUntil(t, here, "a lease of reaching Redis", func() bool { return now()-reached >= lease-500 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var got []*Delivery
+	for len(got) == 0 && ctx.Err() == nil {
+		var err error
+		if got, err = here.Receive(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) != 1 || got[0].Job.ID != theirs.Job.ID || got[0].Job.Attempt != 2 {
+		t.Fatalf("received %v after the lease; want job %s as attempt 2", got, theirs.Job.ID)
+	}
+	if err := here.Ack(context.Background(), got[0]); err != nil {
+		t.Fatal(err)
+	}
+	waitStats(t, here, "an empty queue", func(s Stats) bool { return s == Stats{} })
+}
