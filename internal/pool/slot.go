@@ -462,8 +462,16 @@ func (p *Pool) cutDrains(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		p.log.Warn("old workers still draining from an earlier reset after stop_timeout: killing them", "count", len(drains))
-		for _, d := range drains {
+		left := slices.DeleteFunc(drains, func(d *drain) bool {
+			select {
+			case <-d.done:
+				return true
+			default:
+				return false
+			}
+		})
+		p.log.Warn("old workers still draining from an earlier reset after stop_timeout: killing them", "count", len(left))
+		for _, d := range left {
 			d.cut()
 		}
 		break
