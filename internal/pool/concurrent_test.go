@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -60,15 +61,40 @@ func TestConcurrentAnswersCarryTheirOwnData(t *testing.T) {
 	}
 }
 
-// TestConcurrentCapacity: a worker holds at most Concurrency requests; the rest wait.
+// TestConcurrentCapacity: a worker holds at most Concurrency requests; the rest wait, and run
+// as capacity comes back. The requests that take the capacity last until the test cancels them:
+// requests of a fixed length had to outlast the test's look at the queue.
 func TestConcurrentCapacity(t *testing.T) {
 	p := newConcurrentPool(t, Options{Size: 1, Concurrency: 4})
+	hold, release := context.WithCancel(context.Background())
+	defer release()
 	var wg sync.WaitGroup
-	for range 7 {
+	for range 4 {
 		wg.Add(1)
-		go func() { defer wg.Done(); call(t, p, context.Background(), "/sleep", "ms=400") }()
+		go func() {
+			defer wg.Done()
+			if r := call(t, p, hold, "/sleep", "ms=60000"); !errors.Is(r.err, context.Canceled) {
+				t.Errorf("a request holding the worker: %+v", r)
+			}
+		}()
 	}
-	waitFor(t, "4 in flight and 3 waiting", func() bool { return inFlight(p) == 4 && p.Waiting() == 3 })
+	waitFor(t, "4 in flight", func() bool { return inFlight(p) == 4 })
+	waited := make(chan result, 3)
+	for range 3 {
+		go func() { waited <- call(t, p, context.Background(), "/sleep", "tag=waited") }()
+	}
+	waitFor(t, "4 in flight and 3 waiting", func() bool {
+		if n := inFlight(p); n > 4 || len(waited) > 0 {
+			t.Fatalf("%d requests in flight on a worker of concurrency 4, %d answered", n, len(waited))
+		}
+		return p.Waiting() == 3
+	})
+	release()
+	for range 3 {
+		if r := <-waited; r.err != nil || r.status != 200 {
+			t.Fatalf("a request that waited: %+v", r)
+		}
+	}
 	wg.Wait()
 	waitFor(t, "the worker is idle", func() bool { return inFlight(p) == 0 && p.Workers()[0].State == StateReady })
 }
@@ -126,7 +152,9 @@ func TestConcurrentKillFailsExactlyTheRequestsInFlight(t *testing.T) {
 // 504; the others on its worker go on, and the worker stays.
 func TestConcurrentExecTimeoutFailsOneRequest(t *testing.T) {
 	obs := &counting{}
-	p := newConcurrentPool(t, Options{Size: 1, Concurrency: 8, ExecTimeout: 500 * time.Millisecond, Observer: obs})
+	// exec_timeout bounds the requests beside the slow one too: long enough for them on a
+	// loaded machine.
+	p := newConcurrentPool(t, Options{Size: 1, Concurrency: 8, ExecTimeout: 3 * time.Second, Observer: obs})
 	slow := make(chan result, 1)
 	go func() { slow <- call(t, p, context.Background(), "/sleep", "ms=60000&tag=slow") }()
 	waitFor(t, "the slow request in flight", func() bool { return inFlight(p) == 1 })
@@ -269,61 +297,101 @@ func TestConcurrentFatalErrorIsNotAProtocolViolation(t *testing.T) {
 	}
 }
 
-// spread runs clients x each requests of path?query at once and counts the answers by pid.
-func spread(t *testing.T, p *Pool, clients, each int, path, query string) map[int]int {
-	t.Helper()
-	var mu sync.Mutex
-	byPID := map[int]int{}
-	var wg sync.WaitGroup
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range each {
-				r := call(t, p, context.Background(), path, query)
-				if r.err != nil || r.status != 200 {
-					t.Errorf("%s: %+v", path, r)
-					return
-				}
-				mu.Lock()
-				byPID[r.pid]++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return byPID
-}
-
-// TestConcurrentSpreadsToTheLeastLoaded: 2 workers x 50, 40 clients: both workers get a fair
-// share (one used to do all the work while the other idled: the idle list was LIFO, and a
+// TestConcurrentSpreadsToTheLeastLoaded: 40 requests held at once on 2 workers x 50 go 20 to
+// each (one used to do all the work while the other idled: the idle list was LIFO, and a
 // concurrent worker stayed at its end until full). Then one worker is stuck in a CPU loop,
 // which holds every request of its process: the requests that come meanwhile go to the other
 // (they used to pile up on the stuck one, 504s and 502s).
 func TestConcurrentSpreadsToTheLeastLoaded(t *testing.T) {
 	p := newConcurrentPool(t, Options{Size: 2, Concurrency: 50})
-	byPID := spread(t, p, 40, 10, "/sleep", "ms=20")
-	if len(byPID) != 2 {
-		t.Fatalf("answers by pid %v: want both workers to work", byPID)
+	// No worker counts as stalled in this half (pickLocked's bar is four times the average
+	// request time, and no request is answered to move it): the load alone decides.
+	p.avgExec.Store(int64(time.Hour))
+	hold, release := context.WithCancel(context.Background())
+	defer release()
+	var held sync.WaitGroup
+	for range 40 {
+		held.Add(1)
+		go func() { defer held.Done(); call(t, p, hold, "/sleep", "ms=60000") }()
 	}
-	for pid, n := range byPID {
-		if n < 400/4 {
-			t.Fatalf("answers by pid %v: worker %d got %d of 400", byPID, pid, n)
+	waitFor(t, "40 requests in flight", func() bool { return inFlight(p) == 40 })
+	for _, w := range p.Workers() {
+		if w.InFlight != 20 {
+			t.Fatalf("requests in flight by worker: %+v, want 20 each", p.Workers())
 		}
 	}
+	release()
+	held.Wait()
+	waitFor(t, "the held requests ended", func() bool { return inFlight(p) == 0 })
 
+	// The loop lasts until the test kills its worker, so that every request below comes while
+	// it runs. The requests take about requestTime, which the pool is told it measured: a
+	// worker counts as stalled once it sent nothing for four times the average request time.
+	// The loop runs far longer than that before they come, since a machine that holds up the
+	// other worker's PHP for a moment raises that average as much meanwhile (its requests all
+	// take that moment longer), and the loop's worker must still count as stalled after it.
+	const requestTime = 50 * time.Millisecond
+	p.avgExec.Store(int64(requestTime))
 	spun := make(chan result, 1)
-	go func() { spun <- call(t, p, context.Background(), "/spin", "ms=5000&tag=spin") }()
-	waitFor(t, "the loop in flight", func() bool { return inFlight(p) == 1 })
-	// A worker counts as stalled once it sent nothing for a while (stallFloor): no timing is
-	// asserted, the loop lasts far longer.
-	time.Sleep(3 * stallFloor)
-	byPID = spread(t, p, 40, 5, "/sleep", "ms=5")
-	r := <-spun
-	if r.err != nil || r.status != 200 {
-		t.Fatalf("the loop: %+v", r)
+	go func() { spun <- call(t, p, context.Background(), "/spin", "ms=600000&tag=spin") }()
+	var stuck WorkerInfo
+	waitFor(t, "the loop in flight", func() bool {
+		for _, w := range p.Workers() {
+			if w.InFlight == 1 {
+				stuck = w
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(60 * requestTime)
+
+	const clients, answers, most = 40, 200, 4
+	var answered atomic.Int32
+	var stop atomic.Bool
+	failed := make(chan result, clients)
+	var load sync.WaitGroup
+	for range clients {
+		load.Add(1)
+		go func() {
+			defer load.Done()
+			for !stop.Load() {
+				r := call(t, p, context.Background(), "/sleep", fmt.Sprintf("ms=%d", requestTime/time.Millisecond))
+				if r.err != nil || r.status != 200 {
+					failed <- r // on the stuck worker, killed below, this client waits until then
+					return
+				}
+				answered.Add(1)
+			}
+		}()
 	}
-	if n := byPID[r.pid]; n > 200/10 {
-		t.Fatalf("answers by pid %v: %d of 200 went to worker %d, stuck in a loop", byPID, n, r.pid)
+	onStuck := func() int { // requests on the stuck worker besides the loop
+		for _, w := range p.Workers() {
+			if w.PID == stuck.PID {
+				return w.InFlight - 1
+			}
+		}
+		return 0
+	}
+	waitFor(t, "answers while the loop runs", func() bool { return answered.Load() >= answers || onStuck() > most })
+	stop.Store(true)
+	if err := syscall.Kill(stuck.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	load.Wait()
+	close(failed)
+	if r := <-spun; statusOf(r.err) != http.StatusBadGateway {
+		t.Errorf("the loop: %+v, want 502 when its worker is killed", r)
+	}
+	sent := 0
+	for r := range failed {
+		if r.pid != stuck.PID || statusOf(r.err) != http.StatusBadGateway {
+			t.Errorf("a request beside the loop: %+v", r)
+			continue
+		}
+		sent++
+	}
+	if sent > most {
+		t.Fatalf("%d requests went to worker %d, stuck in a loop, while the other answered %d", sent, stuck.PID, answered.Load())
 	}
 }

@@ -73,11 +73,9 @@ func TestABatchBehindAFatalErrorIsNotFailed(t *testing.T) {
 	p := newNativePool(t, Options{Size: 1, Observer: obs}, "exchange.php")
 	p.budget = time.Hour
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); call(t, p, context.Background(), "/sleep", "ms=300") }()
-	waitFor(t, "the worker is busy", func() bool { return p.Workers()[0].State == StateBusy })
+	release := occupy(t, p, &wg)
 	const n = 10
-	results := batchBehind(t, p, &wg, obs, n, func(i int) string {
+	results := batchBehind(t, p, &wg, release, obs, n, func(i int) string {
 		if i == 2 {
 			return "/fatal"
 		}

@@ -3,11 +3,13 @@ package pool
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -146,18 +148,37 @@ func (c *counting) batches() []int {
 	return slices.Clone(c.sizes)
 }
 
-// occupy runs a slow request on p's single worker and waits until it is busy.
-func occupy(t *testing.T, p *Pool, wg *sync.WaitGroup, ms int) {
+// occupy takes p's single worker with a request that cannot end before the test lets it:
+// the worker's process is stopped (SIGSTOP) before the request is written to it, and goes on
+// (SIGCONT) when release is called, at the latest when the test ends. A request that merely
+// ran long (a sleep) had to outlast the test's queuing behind it, however slow the machine:
+// when it did not, the worker took the queued requests early, one by one.
+func occupy(t *testing.T, p *Pool, wg *sync.WaitGroup) (release func()) {
 	t.Helper()
+	waitFor(t, "the worker is ready", func() bool { return p.Workers()[0].State == StateReady })
+	pid := p.Workers()[0].PID
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { _ = syscall.Kill(pid, syscall.SIGCONT) }) }
+	t.Cleanup(release) // before the pool's Stop, registered earlier
 	wg.Add(1)
-	go func() { defer wg.Done(); call(t, p, context.Background(), "/sleep", "ms="+strconv.Itoa(ms)) }()
+	go func() {
+		defer wg.Done()
+		if r := call(t, p, context.Background(), "/pid", ""); r.err != nil || r.status != 200 {
+			t.Errorf("the request that occupied the worker: %+v", r)
+		}
+	}()
 	waitFor(t, "the worker is busy", func() bool { return p.Workers()[0].State == StateBusy })
+	return release
 }
 
-// batchBehind queues n requests behind the busy single worker of p, request i on path(i), one
-// at a time, and returns their results once all are answered; it fails the test unless the pool
-// handed all n to the worker in one batch (obs counts batches), which the tests rely on.
-func batchBehind(t *testing.T, p *Pool, wg *sync.WaitGroup, obs *counting, n int, path func(i int) string) []result {
+// batchBehind queues n requests behind the worker of p that occupy took, request i on path(i),
+// one at a time, then releases the worker (release) and returns their results once all are
+// answered; it fails the test unless the pool handed all n to the worker in one batch (obs
+// counts batches), which the tests rely on.
+func batchBehind(t *testing.T, p *Pool, wg *sync.WaitGroup, release func(), obs *counting, n int, path func(i int) string) []result {
 	t.Helper()
 	results := make([]result, n)
 	for i := range n {
@@ -168,6 +189,7 @@ func batchBehind(t *testing.T, p *Pool, wg *sync.WaitGroup, obs *counting, n int
 		}()
 		waitFor(t, "the request is queued", func() bool { return p.Waiting() == i+1 })
 	}
+	release()
 	wg.Wait()
 	if sizes := obs.batches(); len(sizes) == 0 || sizes[0] != n {
 		t.Fatalf("batches %v: the queued requests were not batched, so this test proves nothing", sizes)
@@ -183,9 +205,9 @@ func TestBatchSurvivesCrash(t *testing.T) {
 	p := newPool(t, Options{Size: 1, Observer: obs})
 	p.budget = time.Hour // batch whatever the recent request time
 	var wg sync.WaitGroup
-	occupy(t, p, &wg, 300)
+	release := occupy(t, p, &wg)
 	const n = 12
-	results := batchBehind(t, p, &wg, obs, n, func(i int) string {
+	results := batchBehind(t, p, &wg, release, obs, n, func(i int) string {
 		if i == n/2 {
 			return "/crash"
 		}
@@ -210,24 +232,28 @@ func TestBatchSurvivesCrash(t *testing.T) {
 // dropped, not run, and the pool never hands a worker an empty batch.
 func TestBatchWhoseClientsLeave(t *testing.T) {
 	obs := &counting{}
-	p := newPool(t, Options{Size: 1, Observer: obs})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The clients leave while the batch runs its first request: as soon as PHP says it began it
+	// (app.php's /sleep writes a line to STDERR first), so once the whole batch was written,
+	// and long before the crash behind it lets the replacement take their requests.
+	log := slog.New(&onLine{match: "tag=first", do: cancel})
+	p := newPool(t, Options{Size: 1, Observer: obs, Logger: log})
 	p.budget = time.Hour
 	var wg sync.WaitGroup
-	occupy(t, p, &wg, 200)
+	release := occupy(t, p, &wg)
 	first := make(chan result, 1)
-	go func() { first <- call(t, p, context.Background(), "/sleep", "ms=300") }()
+	go func() { first <- call(t, p, context.Background(), "/sleep", "ms=1000&tag=first") }()
 	waitFor(t, "the first request is queued", func() bool { return p.Waiting() == 1 })
 	crash := make(chan result, 1)
 	go func() { crash <- call(t, p, context.Background(), "/crash", "") }()
 	waitFor(t, "the crash is queued", func() bool { return p.Waiting() == 2 })
-	ctx, cancel := context.WithCancel(context.Background())
 	gone := make(chan result, 3)
 	for i := range 3 {
 		go func() { gone <- call(t, p, ctx, "/served", "") }()
 		waitFor(t, "the request is queued", func() bool { return p.Waiting() == 3+i })
 	}
-	waitFor(t, "the batch runs", func() bool { return p.Waiting() == 0 })
-	cancel() // while the batch runs its first request
+	release()
 	if r := <-first; r.err != nil || r.status != 200 {
 		t.Fatalf("first: %+v", r)
 	}
@@ -249,6 +275,25 @@ func TestBatchWhoseClientsLeave(t *testing.T) {
 	}
 }
 
+// onLine is a log handler that calls do, once, on the first record whose message contains
+// match: a line of a worker's output, logged as the pool reads it.
+type onLine struct {
+	match string
+	do    func()
+	once  sync.Once
+}
+
+func (h *onLine) Enabled(context.Context, slog.Level) bool { return true }
+func (h *onLine) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *onLine) WithGroup(string) slog.Handler            { return h }
+
+func (h *onLine) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.match) {
+		h.once.Do(h.do)
+	}
+	return nil
+}
+
 func TestQueueLimits(t *testing.T) {
 	tests := []struct {
 		name string
@@ -263,7 +308,8 @@ func TestQueueLimits(t *testing.T) {
 			p := newPool(t, tt.opts)
 			var wg sync.WaitGroup
 			defer wg.Wait()
-			occupy(t, p, &wg, 500)
+			release := occupy(t, p, &wg)
+			defer release() // before the wait, deferred earlier
 			if tt.opts.MaxQueue > 0 {
 				wg.Add(1)
 				go func() { defer wg.Done(); call(t, p, context.Background(), "/pid", "") }()
@@ -284,7 +330,7 @@ func TestQueueLimits(t *testing.T) {
 func TestCancelledWhileQueuedNeverRuns(t *testing.T) {
 	p := newPool(t, Options{Size: 1})
 	var wg sync.WaitGroup
-	occupy(t, p, &wg, 300)
+	release := occupy(t, p, &wg)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		for deadline := time.Now().Add(30 * time.Second); p.Waiting() != 1 && time.Now().Before(deadline); {
@@ -295,6 +341,7 @@ func TestCancelledWhileQueuedNeverRuns(t *testing.T) {
 	if res := call(t, p, ctx, "/served", ""); !errors.Is(res.err, context.Canceled) {
 		t.Fatalf("err = %v", res.err)
 	}
+	release()
 	wg.Wait()
 	res := call(t, p, context.Background(), "/served", "")
 	if res.body != strconv.Itoa(p.Workers()[0].PID)+" 2" {
