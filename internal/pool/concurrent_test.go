@@ -154,7 +154,7 @@ func TestConcurrentExecTimeoutFailsOneRequest(t *testing.T) {
 	obs := &counting{}
 	// exec_timeout bounds the requests beside the slow one too: long enough for them on a
 	// loaded machine.
-	p := newConcurrentPool(t, Options{Size: 1, Concurrency: 8, ExecTimeout: 3 * time.Second, Observer: obs})
+	p := newConcurrentPool(t, Options{Size: 1, Concurrency: 8, ExecTimeout: 3 * time.Second, CancelGrace: 10 * time.Second, Observer: obs})
 	slow := make(chan result, 1)
 	go func() { slow <- call(t, p, context.Background(), "/sleep", "ms=60000&tag=slow") }()
 	waitFor(t, "the slow request in flight", func() bool { return inFlight(p) == 1 })
@@ -247,7 +247,9 @@ func TestConcurrentResetFailsNone(t *testing.T) {
 // back.
 func TestConcurrentClientLeavingCancelsItsRequest(t *testing.T) {
 	obs := &counting{}
-	p := newConcurrentPool(t, Options{Size: 1, Concurrency: 2, Observer: obs})
+	// A cancel that takes PHP longer than the default grace on a loaded machine would cost
+	// the worker: the test is of the cancel, not of the grace.
+	p := newConcurrentPool(t, Options{Size: 1, Concurrency: 2, CancelGrace: 10 * time.Second, Observer: obs})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan result, 1)
 	go func() { done <- call(t, p, ctx, "/sleep", "ms=60000") }()

@@ -72,6 +72,7 @@ type Options struct {
 	AllocateTimeout time.Duration  // how long a request may wait for a worker; 0 = no limit
 	MaxQueue        int            // requests allowed to wait at once; 0 = no limit
 	StopTimeout     time.Duration  // how long a busy worker may finish when it is replaced
+	CancelGrace     time.Duration  // how long a request told to cancel may take to end before its worker is killed; 0 = 1 s
 	// SelfRetiring says the workers serve clients without the pool (direct mode) and leave by
 	// themselves after their max_jobs or max_memory: an idle worker's clean exit is then a
 	// retirement, replaced at once, not a crash that counts towards backoff.

@@ -180,13 +180,17 @@ func (p *Pool) publish(s *slot, w *worker.Worker) {
 	s.state, s.failing = StateReady, false
 	s.inflight, s.retiring = 0, nil
 	var x *worker.Exchange
-	x = worker.NewExchange(p.life, w, p.concurrency(), cancelGrace, func(fate error) { p.ended(s, x, fate) })
+	grace := p.o().CancelGrace
+	if grace <= 0 {
+		grace = cancelGrace
+	}
+	x = worker.NewExchange(p.life, w, p.concurrency(), grace, func(fate error) { p.ended(s, x, fate) })
 	s.x = x
 	p.idle = append(p.idle, s)
 	p.dispatchLocked()
 }
 
-// cancelGrace is how long a concurrent worker may take to end a request it was told to cancel
+// cancelGrace is, by default (Options.CancelGrace), how long a concurrent worker may take to end a request it was told to cancel
 // (exec_timeout, its client left) before it is killed: a request that never yields blocks every
 // other request of its worker.
 const cancelGrace = time.Second
