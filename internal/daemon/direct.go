@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 
 	"github.com/peregrinephp/peregrine/internal/admin"
 	"github.com/peregrinephp/peregrine/internal/config"
@@ -55,13 +56,33 @@ func listenDirect(address string, workers int) (*directFront, error) {
 		stats.close()
 		return nil, fmt.Errorf("http.address: %w", err)
 	}
-	f, err := ln.(*net.TCPListener).File()
+	f, err := socketFile(ln.(*net.TCPListener))
 	if err != nil {
 		ln.Close()
 		stats.close()
 		return nil, fmt.Errorf("http.direct: the listening socket for the workers: %w", err)
 	}
 	return &directFront{ln: ln.(*net.TCPListener), file: f, stats: stats, done: make(chan struct{})}, nil
+}
+
+// socketFile returns a copy of ln's socket for the workers that stays non-blocking. Not
+// ln.File(): os/exec calls Fd on each worker's start, and Fd on that file makes the socket
+// blocking, for every worker sharing it (one description): a worker whose accept lost the race
+// for a connection then blocked in accept4, its kept-alive clients unanswered and its STOP
+// unread. os.NewFile of a descriptor already non-blocking leaves it so (os.File.Fd).
+func socketFile(ln *net.TCPListener) (*os.File, error) {
+	rc, err := ln.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	dup, derr := -1, error(nil)
+	if err := rc.Control(func(fd uintptr) { dup, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, fmt.Errorf("dup: %w", derr)
+	}
+	return os.NewFile(uintptr(dup), "direct-listener"), nil
 }
 
 // Serve waits for Shutdown: the workers serve.

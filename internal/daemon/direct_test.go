@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/sys/unix"
 
 	"github.com/peregrinephp/peregrine/internal/config"
 	"github.com/peregrinephp/peregrine/internal/pool"
@@ -214,5 +215,36 @@ func TestDirectEnv(t *testing.T) {
 				t.Errorf("%s has %q", env, tt.absent)
 			}
 		})
+	}
+}
+
+// TestDirectSocketStaysNonBlocking: every worker start hands the listening socket to a child
+// (os/exec calls the file's Fd). One socket shared by all the workers must stay non-blocking
+// through that: a worker whose accept lost the race for a connection would otherwise block in
+// accept4 with its kept-alive clients unanswered and its STOP unread, so a reset never ended.
+func TestDirectSocketStaysNonBlocking(t *testing.T) {
+	front, err := listenDirect("127.0.0.1:0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = front.close() })
+	for range 2 { // a worker's start, then its replacement's
+		cmd := exec.Command("true")
+		cmd.ExtraFiles = []*os.File{front.file}
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc, err := front.ln.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags int
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { flags, ferr = unix.FcntlInt(fd, unix.F_GETFL, 0) }); err != nil || ferr != nil {
+		t.Fatal(err, ferr)
+	}
+	if flags&unix.O_NONBLOCK == 0 {
+		t.Errorf("the listening socket is blocking after the workers' starts (flags %#o)", flags)
 	}
 }
