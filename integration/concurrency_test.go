@@ -13,7 +13,8 @@ import (
 
 // TestConcurrentWorkerThroughTheServer: one worker with workers.concurrency: 100 holds many
 // requests at once through the real server, each answered with its own data (the worker,
-// testdata/workers/interleave.php, answers out of order).
+// testdata/workers/interleave.php, answers out of order). Each sleeps 15 s, so that all are
+// seen in flight at once however long sending 100 takes.
 func TestConcurrentWorkerThroughTheServer(t *testing.T) {
 	t.Parallel()
 	addr := freeAddr(t)
@@ -26,7 +27,7 @@ func TestConcurrentWorkerThroughTheServer(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			tag := fmt.Sprintf("r%d", i)
-			r, err := doErr(context.Background(), "GET", s.URL+"/sleep?ms=3000&tag="+tag, nil)
+			r, err := doErr(context.Background(), "GET", s.URL+"/sleep?ms=15000&tag="+tag, nil)
 			if err != nil || r.Status != 200 || !strings.HasPrefix(string(r.Body), tag+" ") {
 				errs <- fmt.Sprintf("%s: %v %d %q", tag, err, r.Status, r.Body)
 			}
@@ -208,7 +209,8 @@ func workersInFlight(t *testing.T, admin string) (pids []int, inFlight int) {
 
 // TestConcurrentUsleepInOneWorker: PHP's own usleep() suspends only its request: 64 requests
 // wait in one native worker until all 64 have arrived (a blocking usleep would let only the
-// first in, which would answer "timeout"); then 64 more are each answered with their own tag.
+// first in, which would answer "timeout"); then 64 more are each answered with their own tag,
+// all seen in flight at once (each sleeps 15 s: sending 64 requests may take seconds here).
 func TestConcurrentUsleepInOneWorker(t *testing.T) {
 	t.Parallel()
 	s, admin := startConcurrent(t, 1, 64, "")
@@ -230,7 +232,7 @@ func TestConcurrentUsleepInOneWorker(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			tag := fmt.Sprintf("u%d", i)
-			r, err := doErr(context.Background(), "GET", s.URL+"/sleep?ms=3000&tag="+tag, nil)
+			r, err := doErr(context.Background(), "GET", s.URL+"/sleep?ms=15000&tag="+tag, nil)
 			if err != nil || r.Status != 200 || !strings.HasPrefix(string(r.Body), tag+" ") {
 				errs <- fmt.Sprintf("%s: %v %d %q", tag, err, r.Status, r.Body)
 			}

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -74,29 +72,20 @@ func TestDirectResetCompletesASlowUpload(t *testing.T) {
 // finish their requests, which `peregrine workers` lists as draining. So a reset takes one
 // drain (idle connections' 1 s grace, a running request), not one per worker. The order of
 // events is checked, not times: each old worker is held by a request running until the test
-// ends it.
+// ends it (hold_test.go), once it has seen every slot replaced.
 func TestDirectResetDrainsWorkersTogether(t *testing.T) {
 	t.Parallel()
 	addr := freeAddr(t)
-	s := startServer(t, strings.Replace(strings.Replace(directConfig, "%s", fixture(t, "app.php"), 1), "count: 2", "count: 3", 1)+
+	s := startServer(t, strings.Replace(strings.Replace(directConfig, "%s", holdWorker(t), 1), "count: 2", "count: 3", 1)+
 		"admin:\n  address: "+addr+"\n")
 	adminURL := "http://" + addr
-	// One request that waits in each worker, for far longer than the three boots of the reset
-	// take: each sent once the one before runs (a worker busy in PHP accepts nothing, so it
-	// lands on another).
-	var wg sync.WaitGroup
-	answers := make(chan response, 3)
+	h := newHold(t)
+	// One request that waits in each worker, each sent once the one before runs (a worker
+	// busy in PHP accepts nothing, so it lands on another).
+	var answers []<-chan outcome
 	var old []int
 	for i := 1; i <= 3; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r, err := doErr(context.Background(), "GET", s.URL+"/sleep?ms=6000", nil, "Connection", "close")
-			if err != nil {
-				t.Errorf("a request running across the reset: %v", err)
-			}
-			answers <- r
-		}()
+		answers = append(answers, getAsync(s.URL+h.path(), "Connection", "close"))
 		eventually(t, 20*time.Second, strconv.Itoa(i)+" busy workers", func() bool {
 			old = old[:0]
 			for _, w := range workersOf(t, adminURL) {
@@ -132,11 +121,10 @@ func TestDirectResetDrainsWorkersTogether(t *testing.T) {
 	if r := get(t, adminURL+"/ready"); r.Status != 200 || !strings.Contains(string(r.Body), "of 3 workers") {
 		t.Errorf("/ready during the drains: %d %s", r.Status, r.Body)
 	}
-	wg.Wait()
-	close(answers)
-	for r := range answers {
-		if r.Status != 200 {
-			t.Errorf("a request running across the reset: %d %s", r.Status, r.Body)
+	h.release()
+	for _, c := range answers {
+		if o := <-c; o.err != nil || o.Status != 200 {
+			t.Errorf("a request running across the reset: %v, %d %s", o.err, o.Status, o.Body)
 		}
 	}
 	s.log.waitFor(t, `all workers replaced`, 30*time.Second)

@@ -192,40 +192,53 @@ func TestStrayOutputGoesToTheLog(t *testing.T) {
 	s.log.waitFor(t, `dumped`, 5*time.Second)
 }
 
+// TestOverloadGets503WithRetryAfter: with its one worker busy, a request past max_queue, or
+// one that waits longer than allocate_timeout, gets 503 with Retry-After. The busy worker is
+// held by a request the test ends (hold_test.go), so the overload lasts as long as the checks.
 func TestOverloadGets503WithRetryAfter(t *testing.T) {
 	t.Parallel()
+	overloaded := func(r response) bool {
+		return r.Status == http.StatusServiceUnavailable && r.Header.Get("Retry-After") != ""
+	}
 	t.Run("max_queue", func(t *testing.T) {
 		t.Parallel()
-		s := startServer(t, "workers:\n  command: php "+fixture(t, "app.php")+"\n  count: 1\n  max_queue: 1\n")
-		// One runs, one waits, and the third finds the queue full.
-		statuses := make(chan response, 3)
-		for range 3 {
-			go func() { statuses <- get(t, s.URL+"/sleep?ms=700") }()
+		s := startServer(t, "workers:\n  command: php "+holdWorker(t)+"\n  count: 1\n  max_queue: 1\n")
+		h := newHold(t)
+		// One runs, one waits, and the other finds the queue full: until the release, only
+		// the refusal can come back.
+		held := getAsync(s.URL + h.path())
+		s.log.waitFor(t, `holding in /hold`, 30*time.Second)
+		queued := make(chan outcome, 2)
+		for range 2 {
+			go func() { queued <- <-getAsync(s.URL + "/pid") }()
 		}
-		ok, rejected := 0, 0
-		for range 3 {
-			r := <-statuses
-			switch {
-			case r.Status == 200:
-				ok++
-			case r.Status == http.StatusServiceUnavailable && r.Header.Get("Retry-After") != "":
-				rejected++
-			default:
-				t.Errorf("status %d retry-after %q: %s", r.Status, r.Header.Get("Retry-After"), r.Body)
+		select {
+		case o := <-queued:
+			if o.err != nil || !overloaded(o.response) {
+				t.Fatalf("past max_queue: %v, status %d retry-after %q: %s", o.err, o.Status, o.Header.Get("Retry-After"), o.Body)
 			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("two requests wait behind a busy worker with max_queue: 1")
 		}
-		if ok != 2 || rejected != 1 {
-			t.Fatalf("%d served, %d rejected; want 2 and 1", ok, rejected)
+		h.release()
+		for _, c := range []<-chan outcome{held, queued} {
+			if o := <-c; o.err != nil || o.Status != 200 {
+				t.Errorf("a request served after the release: %v, %d %s", o.err, o.Status, o.Body)
+			}
 		}
 	})
 	t.Run("allocate_timeout", func(t *testing.T) {
 		t.Parallel()
-		s := startServer(t, "workers:\n  command: php "+fixture(t, "app.php")+"\n  count: 1\n  allocate_timeout: 200ms\n")
-		go get(t, s.URL+"/sleep?ms=1500")
-		s.log.waitFor(t, `sleeping in /sleep\?ms=1500`, 10*time.Second)
-		r := get(t, s.URL+"/pid")
-		if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
+		s := startServer(t, "workers:\n  command: php "+holdWorker(t)+"\n  count: 1\n  allocate_timeout: 200ms\n")
+		h := newHold(t)
+		held := getAsync(s.URL + h.path())
+		s.log.waitFor(t, `holding in /hold`, 30*time.Second)
+		if r := get(t, s.URL+"/pid"); !overloaded(r) {
 			t.Fatalf("status %d retry-after %q", r.Status, r.Header.Get("Retry-After"))
+		}
+		h.release()
+		if o := <-held; o.err != nil || o.Status != 200 {
+			t.Errorf("the request that held the worker: %v, %d %s", o.err, o.Status, o.Body)
 		}
 	})
 }

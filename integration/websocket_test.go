@@ -401,7 +401,9 @@ func TestWebSocketLimits(t *testing.T) {
 		return strings.Contains(readFile(closes), " 1008 send queue full")
 	})
 
-	ps, psCloses := wsConfig(t, "cli", "websocket:\n  ping_interval: 300ms\n")
+	// Pings every 2 s: a reader answers each within the interval (4 s of silence close a peer),
+	// however loaded the machine.
+	ps, psCloses := wsConfig(t, "cli", "websocket:\n  ping_interval: 2s\n")
 	p := startServer(t, ps)
 	dialSlow(t, wsURL(p, "/silent"))
 	alive := dialWS(t, wsURL(p, "/alive"), nil)
@@ -412,7 +414,7 @@ func TestWebSocketLimits(t *testing.T) {
 		_, _, _ = alive.c.ReadMessage()
 	}()
 	defer func() { t.Logf("closes: %s", readFile(psCloses)) }()
-	eventually(t, 10*time.Second, "the silent peer closed", func() bool {
+	eventually(t, 30*time.Second, "the silent peer closed", func() bool {
 		return strings.Contains(readFile(psCloses), " 1006 no answer to pings")
 	})
 	alive2 := dialWS(t, wsURL(p, "/alive2"), nil)
