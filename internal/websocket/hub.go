@@ -215,6 +215,23 @@ func (h *Hub) Close(ctx context.Context) {
 func (h *Hub) add(c *conn) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.addLocked(c)
+}
+
+// addOpening is add for a WebSocket's upgrade, which counts in h.wg from here (Upgrade): under
+// the same lock as the check that the hub is not closing, so that a Close that did not see the
+// connection refuses it, and one that did waits for it.
+func (h *Hub) addOpening(c *conn) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.addLocked(c); err != nil {
+		return err
+	}
+	h.wg.Add(1)
+	return nil
+}
+
+func (h *Hub) addLocked(c *conn) error {
 	switch {
 	case h.closing:
 		return errStopping

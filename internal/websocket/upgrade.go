@@ -1,6 +1,7 @@
 package websocket
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -42,11 +43,22 @@ func (h *Hub) Upgrade(w http.ResponseWriter, r *http.Request, req *protocol.Requ
 		return
 	}
 	c.base.Params, c.base.Body, c.base.Form, c.base.Files = nil, nil, "", nil
-	if err := h.add(c); err != nil {
+	if err := h.addOpening(c); err != nil {
 		h.refuse(w, err)
 		return
 	}
-	accepted, status, body, head, err := c.runOpen(r, req)
+	// From here the connection counts in h.wg: the reading loop takes the count over once
+	// open, or it is given back below. An onOpen still running ends when Close gives up waiting.
+	handedOver := false
+	defer func() {
+		if !handedOver {
+			h.wg.Done()
+		}
+	}()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(h.ctx, cancel)()
+	accepted, status, body, head, err := c.runOpen(ctx, req)
 	if err != nil {
 		h.remove(c)
 		h.stats.refused.Add(1)
@@ -55,7 +67,7 @@ func (h *Hub) Upgrade(w http.ResponseWriter, r *http.Request, req *protocol.Requ
 		if errors.As(err, &pe) {
 			code = pe.Status
 		}
-		if r.Context().Err() == nil {
+		if r.Context().Err() == nil && h.ctx.Err() == nil {
 			h.log.Warn("onOpen could not run", "id", c.id, "err", err)
 		}
 		http.Error(w, http.StatusText(code), code)
@@ -76,28 +88,20 @@ func (h *Hub) Upgrade(w http.ResponseWriter, r *http.Request, req *protocol.Requ
 		c.mu.Lock()
 		c.done = true
 		c.mu.Unlock()
-		h.wg.Add(1)
+		handedOver = true
 		go func() {
 			defer h.wg.Done()
 			c.end(gorilla.CloseAbnormalClosure, "")
 		}()
 		return
 	}
-	h.mu.RLock()
-	closing := h.closing
-	if !closing {
-		h.wg.Add(1) // the reading loop's; before Close can wait
-	}
-	h.mu.RUnlock()
-	if closing { // the server stopped during onOpen
-		_ = ws.Close()
-		h.remove(c)
-		return
-	}
+	// Open, even if the server began stopping during onOpen: its Close has closed c (1001),
+	// which goes out now as the first frame, and onClose follows as for any connection.
 	h.stats.opened.Add(1)
 	c.mu.Lock()
 	c.ws, c.open = ws, true
-	if c.closeCode != 0 { // closed in onOpen
+	aborted := c.done     // Close gave up waiting: no closing handshake
+	if c.closeCode != 0 { // closed in onOpen, or by a Close meanwhile
 		if c.closeCode == gorilla.ClosePolicyViolation {
 			c.queue = nil
 		}
@@ -106,14 +110,18 @@ func (h *Hub) Upgrade(w http.ResponseWriter, r *http.Request, req *protocol.Requ
 	c.pinger = time.AfterFunc(h.opts.PingInterval, c.ping)
 	c.startWriterLocked()
 	c.mu.Unlock()
+	if aborted {
+		_ = ws.NetConn().Close()
+	}
+	handedOver = true
 	go c.read()
 }
 
 // runOpen runs onOpen and applies its reply when PHP accepted: a 200 with the header
 // X-Peregrine-WebSocket: accept (the PHP library's answer when onOpen returns; not 101, which
 // the native runtime would send as Early Hints).
-func (c *conn) runOpen(r *http.Request, req *protocol.Request) (accepted bool, status int, body []byte, head []protocol.Field, err error) {
-	a, err := c.event(r.Context(), &Event{Kind: KindOpen}, req)
+func (c *conn) runOpen(ctx context.Context, req *protocol.Request) (accepted bool, status int, body []byte, head []protocol.Field, err error) {
+	a, err := c.event(ctx, &Event{Kind: KindOpen}, req)
 	if err != nil {
 		return false, 0, nil, nil, err
 	}
