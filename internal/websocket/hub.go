@@ -14,6 +14,10 @@
 //	                                                                           queue (1008), a silent peer, a throw
 //	                                                                           (1011): onClose, then gone
 //
+// A server that stops (Close) closes every connection with 1001 and waits for its onClose. One
+// still opening is waited for too: if its onOpen accepts in time, it opens and its first frame
+// is the 1001; if Close gives up first, its onOpen is cancelled.
+//
 // Nothing here depends on a PHP process: a worker that dies or is replaced takes no connection
 // with it; the next event of each connection goes to whichever worker is free.
 package websocket
