@@ -208,22 +208,38 @@ static const char *server_name(const struct pg_head *h)
 	return configured != NULL && configured[0] != '\0' ? configured : h->field[PG_SERVER_ADDR];
 }
 
-static const char *header_value(const struct pg_head *h, const char *name)
+/* Whether header i is named name (lower case, its length len). */
+static inline bool header_is(const struct pg_head *h, size_t i, const char *name, size_t len)
+{
+	return h->headers[i].name_len == len && memcmp(h->headers[i].name, name, len) == 0;
+}
+
+static const char *header_value_len(const struct pg_head *h, const char *name, size_t len)
 {
 	for (size_t i = 0; i < h->nheaders; i++)
-		if (strcmp(h->headers[i].name, name) == 0)
+		if (header_is(h, i, name, len))
 			return h->headers[i].value;
 	return NULL;
 }
 
-/* Whether nginx's ignore_invalid_headers keeps a header name: letters, digits and hyphens. */
-static bool valid_name(const char *name, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		if (!isalnum((unsigned char)name[i]) && name[i] != '-')
-			return false;
-	return len > 0 && len <= 255;
-}
+#define header_value(h, name) header_value_len(h, name, sizeof(name) - 1)
+
+/* A header name's byte as it is in its HTTP_ variable: letters upper-cased, hyphens as
+ * underscores, digits as they are; 0 for the bytes nginx's ignore_invalid_headers drops
+ * (underscores included). ASCII only, as nginx: the locale does not change it. */
+static const char http_var_char[256] = {
+	['-'] = '_',
+	['0'] = '0', ['1'] = '1', ['2'] = '2', ['3'] = '3', ['4'] = '4',
+	['5'] = '5', ['6'] = '6', ['7'] = '7', ['8'] = '8', ['9'] = '9',
+	['A'] = 'A', ['B'] = 'B', ['C'] = 'C', ['D'] = 'D', ['E'] = 'E', ['F'] = 'F', ['G'] = 'G',
+	['H'] = 'H', ['I'] = 'I', ['J'] = 'J', ['K'] = 'K', ['L'] = 'L', ['M'] = 'M', ['N'] = 'N',
+	['O'] = 'O', ['P'] = 'P', ['Q'] = 'Q', ['R'] = 'R', ['S'] = 'S', ['T'] = 'T', ['U'] = 'U',
+	['V'] = 'V', ['W'] = 'W', ['X'] = 'X', ['Y'] = 'Y', ['Z'] = 'Z',
+	['a'] = 'A', ['b'] = 'B', ['c'] = 'C', ['d'] = 'D', ['e'] = 'E', ['f'] = 'F', ['g'] = 'G',
+	['h'] = 'H', ['i'] = 'I', ['j'] = 'J', ['k'] = 'K', ['l'] = 'L', ['m'] = 'M', ['n'] = 'N',
+	['o'] = 'O', ['p'] = 'P', ['q'] = 'Q', ['r'] = 'R', ['s'] = 'S', ['t'] = 'T', ['u'] = 'U',
+	['v'] = 'V', ['w'] = 'W', ['x'] = 'X', ['y'] = 'Y', ['z'] = 'Z',
+};
 
 /* Adds the header named like hd as HTTP_NAME, as nginx passes headers to FastCGI: names with
  * other characters than letters, digits and hyphens are dropped (nginx's
@@ -234,26 +250,26 @@ static void add_header_var(struct pg_request *r, size_t first)
 {
 	const struct pg_head *h = &r->head;
 	const struct pg_pair *hd = &h->headers[first];
-	const char *sep = strcmp(hd->name, "cookie") == 0 ? "; " : ", ";
-	char name[5 + 256];
+	const char *sep = header_is(h, first, "cookie", 6) ? "; " : ", ";
+	char *name;
 	size_t len = 0, i;
 
-	if (!valid_name(hd->name, hd->name_len) || strcmp(hd->name, "proxy") == 0)
+	if (hd->name_len == 0 || hd->name_len > 255 || header_is(h, first, "proxy", 5))
 		return;
+	for (i = 0; i < hd->name_len; i++)
+		if (http_var_char[(unsigned char)hd->name[i]] == 0)
+			return;
 	for (i = 0; i < first; i++)
-		if (strcmp(h->headers[i].name, hd->name) == 0)
+		if (header_is(h, i, hd->name, hd->name_len))
 			return; /* joined into the first one already */
-	memcpy(name, "HTTP_", 5);
-	for (i = 0; i <= hd->name_len; i++)
-		name[5 + i] = hd->name[i] == '-' ? '_' : (char)toupper((unsigned char)hd->name[i]);
 	for (i = first; i < h->nheaders; i++)
-		if (strcmp(h->headers[i].name, hd->name) == 0)
+		if (header_is(h, i, hd->name, hd->name_len))
 			len += (len ? 2 : 0) + h->headers[i].value_len;
 	const char *value = hd->value;
 	if (len != hd->value_len) {
 		char *joined = arena_dup(r, "", 0, NULL, len), *p = joined;
 		for (i = first; i < h->nheaders; i++) {
-			if (strcmp(h->headers[i].name, hd->name) != 0)
+			if (!header_is(h, i, hd->name, hd->name_len))
 				continue;
 			if (p != joined) {
 				memcpy(p, sep, 2);
@@ -264,8 +280,10 @@ static void add_header_var(struct pg_request *r, size_t first)
 		}
 		value = joined;
 	}
-	r->vars[r->nvars++] = (struct pg_pair){arena_dup(r, name, 5 + hd->name_len, "", 0), value,
-		5 + hd->name_len, len};
+	name = arena_dup(r, "HTTP_", 5, NULL, hd->name_len);
+	for (i = 0; i < hd->name_len; i++)
+		name[5 + i] = http_var_char[(unsigned char)hd->name[i]];
+	r->vars[r->nvars++] = (struct pg_pair){name, value, 5 + hd->name_len, len};
 }
 
 /* nginx's $remote_user, which Debian's fastcgi.conf passes as REMOTE_USER: the user name of a

@@ -17,8 +17,8 @@
  * it is created for every request from the first time code that names $_SERVER was compiled or
  * loaded in this process (or filter_input(INPUT_SERVER), phpinfo() and the like asked for it),
  * and until then only on demand, by the same trigger (the auto global stays armed, as no
- * request created it). Registering it costs about as much as the rest of a hello-world request
- * (docs/benchmarks.md). With auto_globals_jit off, or code preloaded that names it, every
+ * request created it). Registering it costs about half as much as the rest of a raw hello-world
+ * request (docs/benchmarks.md). With auto_globals_jit off, or code preloaded that names it, every
  * request has it.
  */
 #include "peregrine.h"
