@@ -6,7 +6,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -199,5 +201,55 @@ func TestDirectWebSocketEventWorkersListed(t *testing.T) {
 	}
 	if r := get(t, "http://"+admin+"/ready"); !strings.Contains(string(r.Body), "of 2 workers") {
 		t.Errorf("/ready: %s", r.Body)
+	}
+}
+
+// TestWebSocketOpeningAtTheStop: a server told to stop while a connection's onOpen runs waits
+// for it, in proxied and in direct mode: the connection opens, its first frame is the 1001
+// close, and onClose hears it. In direct mode the handed-over upgrade's server was closed
+// before the hub, which cancelled the onOpen and dropped the client with no close and no onClose.
+func TestWebSocketOpeningAtTheStop(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprintf("direct=%t", direct), func(t *testing.T) {
+			cfg, closes := wsConfig(t, "native", "")
+			if direct {
+				cfg, closes = directWSConfig(t, "")
+			}
+			s := startServer(t, cfg)
+			hold := filepath.Join(t.TempDir(), "release")
+			type dialed struct {
+				c   *gorilla.Conn
+				err error
+			}
+			dial := make(chan dialed, 1)
+			go func() {
+				c, _, err := gorilla.DefaultDialer.Dial(wsURL(s, "/x?user=opening&hold="+hold), nil)
+				dial <- dialed{c, err}
+			}()
+			eventually(t, 30*time.Second, "onOpen begun", func() bool {
+				_, err := os.Stat(hold + ".began")
+				return err == nil
+			})
+			s.signal(syscall.SIGTERM)
+			s.log.waitFor(t, "stopping", 30*time.Second)
+			if err := os.WriteFile(hold, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			d := <-dial
+			if d.err != nil {
+				t.Fatalf("the connection opening at the stop: %v", d.err)
+			}
+			ws := &wsClient{t: t, c: d.c}
+			t.Cleanup(func() { _ = d.c.Close() })
+			if code := ws.closed(); code != gorilla.CloseGoingAway {
+				t.Errorf("closed with %d, want 1001", code)
+			}
+			if code := s.wait(t, 60*time.Second); code != 0 {
+				t.Errorf("exit %d", code)
+			}
+			if log := readFile(closes); !strings.Contains(log, ` 1001 server stopping {"user":"opening"`) {
+				t.Errorf("onClose at the stop:\n%s", log)
+			}
+		})
 	}
 }

@@ -265,12 +265,14 @@ func (ws *webSockets) close(ctx context.Context) {
 	ws.once.Do(func() {
 		if ws.handoff != nil { // first: no connection comes in while the hub closes
 			_ = ws.handoff.Close()
-			if ws.handoffSrv != nil {
-				_ = ws.handoffSrv.Close() // the hijacked connections are the hub's
-			}
 		}
 		if ws.hub != nil {
 			ws.hub.Close(ctx)
+		}
+		// After the hub: closing its server before would cut the upgrades whose onOpen the hub
+		// waits for (their requests are still the server's); by now each is hijacked, the hub's.
+		if ws.handoffSrv != nil {
+			_ = ws.handoffSrv.Close()
 		}
 		if ws.events != nil { // after the hub: onClose runs on it
 			ws.eventsMu.Lock()

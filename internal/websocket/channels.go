@@ -148,7 +148,14 @@ func (h *Hub) fromBroker(m *Message) {
 		h.sendHere(m.Target, m.Data, m.Binary)
 	case MsgClose:
 		if c := h.lookup(m.Target); c != nil {
-			c.close(int(m.Code), string(m.Data))
+			code, reason := int(m.Code), string(m.Data)
+			if !SendableCode(code) { // CloseConnection checked it; a foreign message may not have
+				code = gorilla.CloseNormalClosure
+			}
+			if len(reason) > 123 {
+				reason = reason[:123]
+			}
+			c.close(code, reason)
 		}
 	}
 }

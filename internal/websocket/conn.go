@@ -196,6 +196,19 @@ func (c *conn) ping() {
 	c.mu.Unlock()
 }
 
+// keepReading gives the peer silence more to send, unless the close frame went out: then the
+// writer's shorter wait for the peer's reply (closeWait) stands, even if it set it between the
+// look and the reader's own deadline (the look again after).
+func (c *conn) keepReading(silence time.Duration) {
+	if c.closeSent.Load() {
+		return
+	}
+	_ = c.ws.SetReadDeadline(time.Now().Add(silence))
+	if c.closeSent.Load() {
+		_ = c.ws.SetReadDeadline(time.Now().Add(closeWait))
+	}
+}
+
 // read is the connection's loop once open: each message becomes an onMessage event, and the
 // loop reads the next one only after PHP has handled it. It ends with onClose.
 func (c *conn) read() {
@@ -204,16 +217,12 @@ func (c *conn) read() {
 	ws.SetReadLimit(c.h.opts.MaxMessageSize)
 	silence := 2 * c.h.opts.PingInterval
 	ws.SetPongHandler(func(string) error {
-		if !c.closeSent.Load() {
-			_ = ws.SetReadDeadline(time.Now().Add(silence))
-		}
+		c.keepReading(silence)
 		return nil
 	})
 	code, reason := gorilla.CloseAbnormalClosure, ""
 	for {
-		if !c.closeSent.Load() {
-			_ = ws.SetReadDeadline(time.Now().Add(silence))
-		}
+		c.keepReading(silence)
 		typ, data, err := ws.ReadMessage()
 		if err != nil {
 			code, reason = closeOf(err)

@@ -37,6 +37,9 @@ type Handoff struct {
 	done     chan struct{}
 	once     sync.Once
 	wg       sync.WaitGroup
+
+	mu        sync.Mutex
+	receiving map[*net.UnixConn]struct{} // messages being read: Close cuts them short
 }
 
 // ListenHandoff listens on a new unix socket in dir for messages of up to maxBytes of request.
@@ -49,7 +52,8 @@ func ListenHandoff(dir string, maxBytes int, log *slog.Logger) (*Handoff, error)
 	if err != nil {
 		return nil, fmt.Errorf("the WebSocket handoff socket: %w", err)
 	}
-	h := &Handoff{ln: ln, path: path, maxBytes: maxBytes, log: log, conns: make(chan net.Conn), done: make(chan struct{})}
+	h := &Handoff{ln: ln, path: path, maxBytes: maxBytes, log: log, conns: make(chan net.Conn), done: make(chan struct{}),
+		receiving: make(map[*net.UnixConn]struct{})}
 	h.wg.Add(1)
 	go h.run()
 	return h, nil
@@ -60,15 +64,43 @@ func (h *Handoff) Path() string { return h.path }
 
 func (h *Handoff) run() {
 	defer h.wg.Done()
+	var pause time.Duration
 	for {
 		uc, err := h.ln.AcceptUnix()
 		if err != nil {
-			return // closed
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of descriptors or buffers for a moment: stopping here would leave workers
+			// handing sockets to a listener nobody accepts on, their clients hanging.
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			h.log.Warn("accepting a WebSocket handoff failed; retrying", "err", err, "in", pause.String())
+			select {
+			case <-time.After(pause):
+				continue
+			case <-h.done:
+				return
+			}
 		}
+		pause = 0
+		h.mu.Lock()
+		select {
+		case <-h.done: // Close has cut the others: this one goes too
+			h.mu.Unlock()
+			_ = uc.Close()
+			return
+		default:
+		}
+		_ = uc.SetReadDeadline(time.Now().Add(handoffTimeout)) // before Close can cut it
+		h.receiving[uc] = struct{}{}
+		h.mu.Unlock()
 		h.wg.Add(1)
 		go func() {
 			defer h.wg.Done()
 			c, err := receive(uc, h.maxBytes)
+			h.mu.Lock()
+			delete(h.receiving, uc)
+			h.mu.Unlock()
 			_ = uc.Close()
 			if err != nil {
 				h.log.Warn("a WebSocket connection a worker handed over was dropped", "err", err)
@@ -83,10 +115,9 @@ func (h *Handoff) run() {
 	}
 }
 
-// receive reads one message: the socket, its length and its bytes. Whatever goes wrong, every
+// receive reads one message, within uc's read deadline: the socket, its length and its bytes. Whatever goes wrong, every
 // socket received is closed (the worker, which sent no whole message, answers the client).
 func receive(uc *net.UnixConn, maxBytes int) (net.Conn, error) {
-	_ = uc.SetReadDeadline(time.Now().Add(handoffTimeout))
 	buf := make([]byte, 4096)
 	oob := make([]byte, syscall.CmsgSpace(4*4)) // room for a few: extras are closed
 	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
@@ -162,7 +193,12 @@ func (h *Handoff) Accept() (net.Conn, error) {
 // the socket. Connections already accepted are their server's (and the hub's).
 func (h *Handoff) Close() error {
 	h.once.Do(func() {
+		h.mu.Lock()
 		close(h.done)
+		for uc := range h.receiving { // a worker stalled mid-send does not hold the stop
+			_ = uc.SetReadDeadline(time.Now())
+		}
+		h.mu.Unlock()
 		_ = h.ln.Close() // removes the path too
 	})
 	h.wg.Wait()

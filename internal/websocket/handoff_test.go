@@ -1,10 +1,13 @@
 package websocket
 
 import (
+	"context"
 	"encoding/binary"
 	"io"
+	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -132,5 +135,123 @@ func TestHandoffReceive(t *testing.T) {
 	}
 	if _, err := os.Stat(h.Path()); !os.IsNotExist(err) {
 		t.Errorf("the socket's path is left after Close: %v", err)
+	}
+}
+
+// logLines is a slog handler that sends each record's message to a channel.
+type logLines chan string
+
+func (l logLines) Enabled(context.Context, slog.Level) bool { return true }
+func (l logLines) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case l <- r.Message:
+	default:
+	}
+	return nil
+}
+func (l logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l logLines) WithGroup(string) slog.Handler      { return l }
+
+// TestHandoffAcceptFailureIsRetried: an accept that fails for a moment (out of descriptors
+// here) does not end the handoff's loop: a worker's next handoff is taken. Before, the loop
+// returned on any error while the socket stayed open: workers went on handing sockets over
+// that nobody accepted, their clients hanging.
+func TestHandoffAcceptFailureIsRetried(t *testing.T) {
+	logs := make(logLines, 16)
+	h, err := ListenHandoff(t.TempDir(), 64, slog.New(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	var limit syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &limit); err != nil {
+		t.Fatal(err)
+	}
+	open, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	low := limit
+	low.Cur = uint64(len(open)) // ReadDir's own descriptor is closed: room for the dial's only
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Skipf("cannot lower the descriptor limit: %v", err)
+	}
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: h.Path(), Net: "unix"})
+	if err != nil {
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &limit)
+		t.Fatal(err)
+	}
+	var failed bool
+	for deadline := time.After(10 * time.Second); !failed; {
+		select {
+		case m := <-logs:
+			failed = strings.Contains(m, "accepting a WebSocket handoff failed")
+		case <-deadline:
+			_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &limit)
+			t.Fatal("the accept under the low limit did not fail")
+		}
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &limit); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+
+	worker, client := pipeFds(t)
+	defer syscall.Close(client)
+	w, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: h.Path(), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := w.WriteMsgUnix(append(binary.BigEndian.AppendUint32(nil, 2), "hi"...), syscall.UnixRights(worker), nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Close()
+	_ = syscall.Close(worker)
+	got := make(chan net.Conn, 1)
+	go func() {
+		if a, err := h.Accept(); err == nil {
+			got <- a
+		}
+	}()
+	select {
+	case a := <-got:
+		_ = a.Close()
+	case <-time.After(10 * time.Second):
+		t.Error("a handoff after one failed accept was never taken")
+	}
+}
+
+// TestHandoffCloseCutsAStalledSender: Close does not wait out the handoff timeout of a worker
+// that connected and stalled before its message.
+func TestHandoffCloseCutsAStalledSender(t *testing.T) {
+	logs := make(logLines, 16)
+	h, err := ListenHandoff(t.TempDir(), 64, slog.New(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: h.Path(), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for deadline := time.After(10 * time.Second); ; { // its receive has begun
+		h.mu.Lock()
+		n := len(h.receiving)
+		h.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatal("the stalled sender was never accepted")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	closed := make(chan struct{})
+	go func() { _ = h.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(handoffTimeout - time.Second):
+		t.Fatal("Close waited for the stalled sender's timeout")
 	}
 }

@@ -48,14 +48,16 @@ func (h *Hub) Upgrade(w http.ResponseWriter, r *http.Request, req *protocol.Requ
 		return
 	}
 	// From here the connection counts in h.wg: the reading loop takes the count over once
-	// open, or it is given back below. An onOpen still running ends when Close gives up waiting.
+	// open, or it is given back below. onOpen runs to its end even if the client leaves: an
+	// application that pairs onOpen with onClose hears the close (1006) then, not nothing. It
+	// is cancelled only when Close gives up waiting.
 	handedOver := false
 	defer func() {
 		if !handedOver {
 			h.wg.Done()
 		}
 	}()
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
 	defer context.AfterFunc(h.ctx, cancel)()
 	accepted, status, body, head, err := c.runOpen(ctx, req)
@@ -67,7 +69,7 @@ func (h *Hub) Upgrade(w http.ResponseWriter, r *http.Request, req *protocol.Requ
 		if errors.As(err, &pe) {
 			code = pe.Status
 		}
-		if r.Context().Err() == nil && h.ctx.Err() == nil {
+		if h.ctx.Err() == nil {
 			h.log.Warn("onOpen could not run", "id", c.id, "err", err)
 		}
 		http.Error(w, http.StatusText(code), code)

@@ -3,6 +3,7 @@ package websocket
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -38,6 +39,27 @@ func (g *gatedOpen) Do(ctx context.Context, call *worker.Call) (int, error) {
 	return g.fakePHP.Do(ctx, call)
 }
 
+// gatedHub returns a hub on gated fake PHP, served by a test server.
+func gatedHub(t *testing.T) (*gatedOpen, *Hub, *httptest.Server) {
+	t.Helper()
+	php := &gatedOpen{fakePHP: newFakePHP(), started: make(chan struct{}),
+		release: make(chan struct{}), openDone: make(chan error, 1)}
+	h, err := New(t.Context(), php, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(hubHandler(h))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { // before srv.Close, should the test fail with onOpen waiting
+		select {
+		case <-php.release:
+		default:
+			close(php.release)
+		}
+	})
+	return php, h, srv
+}
+
 // TestServerStoppingDuringOnOpen: a server that begins to stop while a connection's onOpen runs
 // waits for it. An onOpen that returns in time opens the connection, whose first frame is then
 // the 1001 close, and PHP hears its onClose, as for any connection open at the stop: before,
@@ -50,21 +72,7 @@ func TestServerStoppingDuringOnOpen(t *testing.T) {
 			name = "onOpen outlasts the stop"
 		}
 		t.Run(name, func(t *testing.T) {
-			php := &gatedOpen{fakePHP: newFakePHP(), started: make(chan struct{}),
-				release: make(chan struct{}), openDone: make(chan error, 1)}
-			h, err := New(t.Context(), php, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewServer(hubHandler(h))
-			t.Cleanup(srv.Close)
-			t.Cleanup(func() { // before srv.Close, should the test fail with onOpen waiting
-				select {
-				case <-php.release:
-				default:
-					close(php.release)
-				}
-			})
+			php, h, srv := gatedHub(t)
 			type dialed struct {
 				ws   *gorilla.Conn
 				resp *http.Response
@@ -131,7 +139,7 @@ func TestServerStoppingDuringOnOpen(t *testing.T) {
 			}
 			defer d.ws.Close()
 			_ = d.ws.SetReadDeadline(time.Now().Add(wireDeadline))
-			_, _, err = d.ws.ReadMessage()
+			_, _, err := d.ws.ReadMessage()
 			if !gorilla.IsCloseError(err, gorilla.CloseGoingAway) {
 				t.Errorf("the first frame after the 101: %v, want a close with 1001", err)
 			}
@@ -150,5 +158,44 @@ func TestServerStoppingDuringOnOpen(t *testing.T) {
 				t.Errorf("onClose with code %d, want 1001 (events %v)", code, php.seen())
 			}
 		})
+	}
+}
+
+// TestClientLeavingDuringOnOpen: a client that leaves while its onOpen runs does not cut
+// onOpen short, and PHP hears onClose (1006) after it: an application that pairs the two (a
+// presence list, a counter) is not left with an open that never closes. Before, onOpen was
+// cancelled mid-run and no onClose came.
+func TestClientLeavingDuringOnOpen(t *testing.T) {
+	php, h, srv := gatedHub(t)
+	t.Cleanup(func() { h.Close(context.Background()) })
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte(upgradeRequest)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-php.started:
+	case <-time.After(wireDeadline):
+		t.Fatal("onOpen did not begin")
+	}
+	_ = c.Close()
+	select { // a cancel would end onOpen at once; a slow machine can only make this pass
+	case err := <-php.openDone:
+		t.Fatalf("onOpen ended with %v when its client left", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	close(php.release)
+	if err := <-php.openDone; err != nil {
+		t.Fatalf("onOpen ended with %v", err)
+	}
+	select {
+	case <-php.closed:
+	case <-time.After(wireDeadline):
+		t.Fatalf("no onClose after the open of a client that left (events %v)", php.seen())
+	}
+	if ev := php.seen(); len(ev) != 2 || ev[0].Kind != KindOpen || ev[1].Kind != KindClose || ev[1].Code != gorilla.CloseAbnormalClosure {
+		t.Errorf("events %v, want the open, then the close with 1006", ev)
 	}
 }

@@ -11,7 +11,7 @@
 //   big:N            sends N bytes
 //   sleep:MS         sleeps, then sends "slept"
 //   exit             exit(1): under concurrency, the worker ends with the events it runs
-// onOpen refuses ?refuse=STATUS, throws on ?throw and sleeps ?sleep=MS; onClose appends "id code reason" to
+// onOpen refuses ?refuse=STATUS, throws on ?throw, sleeps ?sleep=MS and waits for the file ?hold=F; onClose appends "id code reason" to
 // $_ENV WS_CLOSE_LOG when set. HTTP requests: /publish?ch=C&msg=M (or POST /publish?ch=C, the body the message) publishes, /send?id=I&msg=M
 // sends, /close?id=I closes, /events?ch=A,B subscribes to event streams, anything else
 // answers "http". WS_PSR=1 serves with servePsr().
@@ -39,6 +39,12 @@ final class Fixture implements Handler
         }
         if (isset($q['sleep'])) {
             usleep(1000 * (int) $q['sleep']);
+        }
+        if (isset($q['hold'])) { // the test decides when onOpen returns: once the file is there
+            touch($q['hold'] . '.began');
+            for ($i = 0; $i < 6000 && !file_exists($q['hold']); $i++) {
+                usleep(10000);
+            }
         }
         $c->attributes = ['user' => (string) ($q['user'] ?? 'anon'), 'path' => $upgrade->path, 'n' => 0];
         if (isset($q['join'])) {
