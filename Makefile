@@ -37,7 +37,7 @@ lint:
 # POISON_TESTS run again in a poison build (docs/protocol.md, "Who owns a request's bytes"):
 # every buffer and body file the server releases is overwritten first.
 POISON_TESTS := TestCall|TestExecHoldsARequestsBytesUntilItEnded|TestFrameCarriesTheRequest|TestBodyOfEverySizeArrivesWhole|TestConcurrentAnswersCarryTheirOwnData|TestLateBodyReadsGetTheirOwnBody|TestRefusedLargePutsKeepTheirWorker|TestLargeRequestsWithLargeAnswersDoNotWedge|TestConcurrentPostsRunAtMostOnce
-test-go:
+test-go: native
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) test -race -count=1 -timeout 10m -tags poison -run '$(POISON_TESTS)' ./internal/worker ./internal/pool ./internal/httpserver ./integration
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -42,12 +43,12 @@ func requireNginxFPM(t *testing.T) {
 func startNginxFPM(t *testing.T, docroot string, phpIni ...string) string {
 	t.Helper()
 	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// Below the ephemeral range: a port 0 taken and given back could be another test's
+	// listener by the time nginx binds it.
+	port, err := strconv.Atoi(freePorts(t, 1)[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	sock := filepath.Join(dir, "fpm.sock")
 	// As root (CI), both run as root, as the benchmark does; otherwise as the current user.
 	root := os.Geteuid() == 0

@@ -3,7 +3,9 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"sync/atomic"
 	"testing"
@@ -20,13 +22,8 @@ func ownServer(t *testing.T, argv func(port, dir string) []string) (addr string,
 	if _, err := exec.LookPath(name); err != nil {
 		t.Skipf("%s is not installed", name)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr = l.Addr().String()
-	_ = l.Close()
-	_, port, _ := net.SplitHostPort(addr)
+	port := lowPort(t)
+	addr = net.JoinHostPort("127.0.0.1", port)
 	dir := t.TempDir()
 	var srv *exec.Cmd
 	start := func() {
@@ -62,6 +59,32 @@ func ownServer(t *testing.T, argv func(port, dir string) []string) (addr string,
 		start()
 	}
 }
+
+// lowPort returns a loopback port free now, from below the kernel's ephemeral range (32768
+// up): the outage leaves the port unbound for seconds, and a port from that range could be
+// another test's listener on port 0 by the time the broker binds it again. Each test binary
+// starts at its own offset (integration's ports start at 20000).
+func lowPort(t *testing.T) string {
+	t.Helper()
+	for {
+		p := nextLowPort.Add(1)
+		if p >= 20000 {
+			t.Fatal("no port left below 20000")
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue // taken: the next one
+		}
+		_ = l.Close()
+		return fmt.Sprint(p)
+	}
+}
+
+var nextLowPort = func() *atomic.Int32 {
+	var p atomic.Int32
+	p.Store(int32(10000 + os.Getpid()%900*10))
+	return &p
+}()
 
 // ownRedis is a redis-server of the test's own which writes every change to its append-only
 // file before answering, so that a restart keeps the streams and their pending entries (with

@@ -479,7 +479,7 @@ func TestAsyncRedisSuspendsOnlyItsFiber(t *testing.T) {
 		c.Close()
 	}
 	p := startAsync(t, 4)
-	key := fmt.Sprintf("peregrine-async-test-%d", os.Getpid())
+	key := fmt.Sprintf("peregrine-async-test-%d-%d", os.Getpid(), rand.Int63())
 	buf := encodeRequest(1, request{URI: "/blpop?id=1&key=" + key})
 	buf = append(buf, encodeRequest(2, request{URI: "/rpush?id=2&key=" + key})...)
 	if err := <-p.write(buf); err != nil {
@@ -872,7 +872,10 @@ func TestAsyncSharedConnectionIsNamed(t *testing.T) {
 // answered, by at most 10 connections, all 10 lent at once at the peak; MariaDB sees no more
 // than 10 connections to that database (each request opening its own took 100).
 func TestAsyncPoolOfTen(t *testing.T) {
-	const db, total = "peregrine_fibers_pool", 100
+	const total = 100
+	// A name of its own: a run killed before its cleanup, or one beside it on the same MariaDB,
+	// must not make this one skip or count the other's connections.
+	db := fmt.Sprintf("peregrine_fibers_pool_%d_%d", os.Getpid(), rand.Intn(1e9))
 	if err := mysqlExec("CREATE DATABASE IF NOT EXISTS " + db + "; CREATE TABLE " + db + ".t (id INT); INSERT INTO " + db + ".t VALUES (1), (2), (3)"); err != nil {
 		t.Skipf("MariaDB: %v", err)
 	}
