@@ -217,8 +217,11 @@ var deliberateDifferences = []deliberate{
 	{"host as nginx", "a Host with '/', '\\', '..', or no name is refused (nginx's ngx_http_validate_host): it reaches PHP as HTTP_HOST and paths are built from it",
 		func(in string) bool {
 			for _, m := range hostLine.FindAllStringSubmatch(in, -1) {
-				v := m[1]
-				if v == "" || strings.ContainsAny(v, "/\\") || strings.Contains(v, "..") || strings.Trim(v, ".") == "" || strings.HasPrefix(v, ":") {
+				v, name := m[1], m[1]
+				if i := strings.IndexByte(v, ':'); i >= 0 && !strings.HasPrefix(v, "[") {
+					name = v[:i] // the port is not the name: ".:80" has none
+				}
+				if v == "" || strings.ContainsAny(v, "/\\") || strings.Contains(v, "..") || strings.TrimSuffix(name, ".") == "" {
 					return true
 				}
 			}
